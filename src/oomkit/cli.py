@@ -1,0 +1,48 @@
+"""The command line. Thin: each command parses options, calls one library function, renders.
+This module only assembles the commands and is the one place that prints errors."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from oomkit import __version__
+from oomkit.errors import EXIT_INPUT, EXIT_INTERRUPTED, OomkitError
+from oomkit.redact import redact
+
+# Each entry is a module in oomkit.commands that defines `command` (a click command or group).
+COMMAND_MODULES = (
+    "triage",
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="oomkit")
+def cli() -> None:
+    """Find where vLLM ran out of memory, plan memory, measure, and decide: tune or expand."""
+
+
+for _name in COMMAND_MODULES:
+    cli.add_command(importlib.import_module(f"oomkit.commands.{_name}").command)
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        code = cli.main(args=argv, prog_name="oomkit", standalone_mode=False)
+    except OomkitError as err:
+        click.echo(f"oomkit: error: {redact(err.one_line())}", err=True)
+        sys.exit(err.exit_code)
+    except click.exceptions.Abort:
+        click.echo("oomkit: interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except KeyboardInterrupt:
+        click.echo("oomkit: interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(EXIT_INPUT if err.exit_code == 2 else err.exit_code)
+    except BrokenPipeError:
+        sys.exit(0)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,6 @@
+"""Reading vLLM logs: one Record per line with file, line number and raw text."""
+
+from oomkit.logs.line import Record, clean, parse_line
+from oomkit.logs.reader import ReadStats, expand_inputs, iter_records, read_text_lines
+
+__all__ = ["Record", "ReadStats", "clean", "expand_inputs", "iter_records", "parse_line", "read_text_lines"]

@@ -1,0 +1,119 @@
+"""One log line → one Record: wrappers (docker compose, kubectl/k9s, journald, Ray) and vLLM's
+V0/V1 headers peeled off, the raw text kept. Formats: shared/research/vllm-internals.md §1."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+RAY_REPEAT = re.compile(r"\s*\[repeated (?P<n>\d+)x across cluster\]\s*$")
+# kubectl/k9s log views draw box borders; kubectl --prefix adds "[pod/name/container] ".
+K8S_BORDER = re.compile(r"^[│┃|]\s?(?P<rest>.*?)\s*[│┃|]?\s*$")
+K8S_PREFIX = re.compile(r"^\[pod/[^\]\s]+\]\s")
+# kubectl --timestamps / docker logs -t: RFC 3339 time first.
+RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s")
+# docker compose: "service-name_1  | " (v1) or "service-1  | " (v2).
+COMPOSE = re.compile(r"^(?P<svc>[A-Za-z0-9][\w.\-]*)\s+\|\s?")
+# journald short format: "Dec 02 15:18:01 host unit[pid]: " — month may be localised ("6月").
+JOURNALD = re.compile(r"^(?:[A-Z][a-z]{2}|\d{1,2}月)\s+\d{1,2} \d{2}:\d{2}:\d{2} \S+ [\w.@\-/]+(?:\[\d+\])?: ")
+# Ray actors nest parentheses in the name ("(MapWorker(MapBatches(X)) pid=1)"); copy-paste can lose
+# the opening one.
+PREFIX = re.compile(r"^\(?(?P<proc>[^\s].{0,120}?) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[^)]+))?\)\s*")
+HEADER = re.compile(
+    r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?P<ts>\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d+)?"
+    r"\s+\[?(?P<file>[^\s\]]+?):(?P<lineno>\d+)\]\s?(?P<msg>.*)$"
+)
+# Reporters often paste lines with the timestamp cut: "INFO [file.py:12] msg".
+HEADER_NO_TS = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\[(?P<file>[^\s\]:]+)(?::(?P<lineno>\d+))?\]\s+(?P<msg>.*)$")
+UVICORN = re.compile(r"^(?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+(?P<msg>.*)$")
+MAX_LINE_CHARS = 65536
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A log line with where it came from. `text` is the line with ANSI, CR refreshes and
+    wrappers removed; `msg` is the message after vLLM's prefix and header."""
+
+    file: str
+    line: int
+    raw: str
+    text: str
+    proc: str | None
+    pid: int | None
+    level: str | None
+    time: str | None
+    msg: str
+    repeat: int = 1
+    src: str | None = None  # vLLM source "file.py:123" from the header, when present
+
+    @property
+    def source(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+def clean(raw: str) -> str:
+    """ANSI colour out; of carriage-return refreshes (tqdm) keep the last non-empty frame."""
+    text = ANSI.sub("", raw.rstrip("\n"))
+    if "\r" in text:
+        frames = [f for f in text.split("\r") if f.strip()]
+        text = frames[-1] if frames else ""
+    return text.replace("\x00", "")
+
+
+def _strip_wrappers(text: str) -> str:
+    for _ in range(3):  # wrappers nest: journald around docker compose, kubectl around Ray
+        before = text
+        m = RFC3339.match(text)
+        if m:
+            text = text[m.end():]
+        m = JOURNALD.match(text)
+        if m:
+            text = text[m.end():]
+        m = K8S_PREFIX.match(text)
+        if m:
+            text = text[m.end():]
+        m = K8S_BORDER.match(text)
+        if m and (text.startswith("│") or text.startswith("┃")):
+            text = m.group("rest")
+        m = COMPOSE.match(text)
+        if m and not text.startswith(("INFO", "DEBUG", "WARNING", "ERROR", "CRITICAL")):
+            text = text[m.end():]
+        if text == before:
+            break
+    return text
+
+
+def parse_line(raw: str, file: str = "-", line: int = 0) -> Record:
+    if len(raw) > MAX_LINE_CHARS:
+        raw = raw[:MAX_LINE_CHARS]
+    text = _strip_wrappers(clean(raw))
+    repeat = 1
+    m = RAY_REPEAT.search(text)
+    if m:
+        repeat = int(m.group("n"))
+        text = text[: m.start()]
+    body, proc, pid = text, None, None
+    for _ in range(2):  # ≥0.34 Ray lines can carry two prefixes; ≥0.32 the prefix may follow a VLLM_LOGGING_PREFIX
+        m = PREFIX.match(body)
+        if not m:
+            break
+        proc, pid = proc or m.group("proc"), pid or int(m.group("pid"))
+        body = body[m.end():]
+    level = time = src = None
+    msg = body
+    m = HEADER.match(body) or HEADER_NO_TS.match(body)
+    if m:
+        level, msg = _norm_level(m.group("level")), m.group("msg")
+        time = m.groupdict().get("ts")
+        src = f"{m.group('file')}:{m.group('lineno') or ''}"
+    else:
+        m = UVICORN.match(body)
+        if m:
+            level, msg = m.group("level"), m.group("msg")
+    return Record(file=file, line=line, raw=raw.rstrip("\n"), text=text, proc=proc, pid=pid,
+                  level=level, time=time, msg=msg.strip(), repeat=repeat, src=src)
+
+
+def _norm_level(level: str) -> str:
+    return "WARNING" if level == "WARN" else level

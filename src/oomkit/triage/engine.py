@@ -1,0 +1,184 @@
+"""The triage state machine: feed records in log order, ask for the result at any time. The same
+object serves a finished log (`analyse`) and a live one (`oomkit launch` follows server.log)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from oomkit.logs import Record
+from oomkit.triage.facts import FactCollector
+from oomkit.triage.model import Evidence, TimelineEntry
+from oomkit.triage.rules import (BENIGN_SOURCES, FAILURES, FRAME, FRAME_PHASES, KEY, MARKERS, READY_TIMEOUT_S,
+                                 RESTART_MARKERS, SERVING_FRAME, SHUTDOWN, SLOW_STEP, TIMELINE, Failure, Marker)
+
+MAX_FRAMES = 80
+WRAPPER = re.compile("|".join(f.pattern.pattern for f in FAILURES if f.cls in ("wrapper", "died")))
+MAX_HITS_PER_RULE = 8
+
+
+@dataclass
+class Hit:
+    """One failure line, with the phase the log was in when it was printed."""
+
+    rule: Failure
+    evidence: Evidence
+    context_phase: str | None  # from traceback frames or the last marker
+    context_source: str  # "frames", "markers" or "none"
+    after_ready: bool
+    prefill_hint: str | None
+    pid: int | None = None
+    count: int = 1
+
+
+@dataclass
+class State:
+    timeline: list[TimelineEntry] = field(default_factory=list)
+    stage: int = -1
+    after: str | None = None
+    ready: bool = False
+    shutdown: Evidence | None = None
+    hits: dict[str, Hit] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+    frames: dict[int | None, list[str]] = field(default_factory=dict)
+    slow: Evidence | None = None
+    last_exception: Evidence | None = None
+
+
+class Triage:
+    """Incremental triage. `feed` returns the timeline entries a record newly reached."""
+
+    def __init__(self) -> None:
+        self.state = State()
+        self.facts = FactCollector()
+        self.starts = 1
+        self.records = 0
+
+    def feed(self, rec: Record) -> list[TimelineEntry]:
+        self.records += 1
+        if not KEY.search(rec.raw):
+            return []
+        self.facts.feed(rec)
+        new = self._marker(rec)
+        self._frame(rec)
+        self._failures(rec)
+        return new
+
+    # -- markers -------------------------------------------------------------------------
+    def _marker(self, rec: Record) -> list[TimelineEntry]:
+        st = self.state
+        if SHUTDOWN.search(rec.msg) and st.shutdown is None:
+            st.shutdown = Evidence(rec.file, rec.line, rec.text)
+        marker = next((m for m in MARKERS if m.pattern.search(rec.msg)), None)
+        if marker is None:
+            return []
+        if marker.id in RESTART_MARKERS and (st.ready or st.shutdown is not None):
+            self.state = st = State()  # a new start in the same log: judge the last one
+            self.starts += 1
+        index = TIMELINE.index(marker.phase)
+        if index >= st.stage:
+            st.after = marker.after
+        if marker.phase in ("ready", "serving"):
+            st.ready = True
+        self._slow_step(rec)
+        for hit in st.hits.values():  # errors printed before any marker: the next marker tells where the log was
+            if hit.context_source == "none":
+                hit.context_phase, hit.context_source = marker.phase, "nearby"
+        if index <= st.stage:
+            return []
+        st.stage = index
+        entry = TimelineEntry(marker.phase, rec.file, rec.line, rec.time)
+        st.timeline.append(entry)
+        return [entry]
+
+    def _slow_step(self, rec: Record) -> None:
+        m = SLOW_STEP.search(rec.msg)
+        if m and float(m.group("s")) > READY_TIMEOUT_S and not self.state.ready:
+            self.state.slow = Evidence(rec.file, rec.line, rec.text)
+
+    # -- traceback frames -----------------------------------------------------------------
+    def _frame(self, rec: Record) -> None:
+        frames = self.state.frames
+        if "Traceback (most recent call last)" in rec.msg:
+            frames[rec.pid] = []
+            return
+        m = FRAME.search(rec.msg)
+        if m:
+            stack = frames.setdefault(rec.pid, [])
+            stack.append(f"{m.group('path')}::{m.group('func')}")
+            del stack[:-MAX_FRAMES]
+
+    def _frames_phase(self, pid: int | None) -> str | None:
+        stack = self.state.frames.get(pid) or self.state.frames.get(None) or []
+        startup = [p for f in stack for pat, p in FRAME_PHASES if pat.search(f.rsplit("::", 1)[-1]) or pat.search(f)]
+        if startup:
+            return startup[-1]
+        if any(SERVING_FRAME.search(f.rsplit("::", 1)[-1]) for f in stack):
+            return "serving"
+        return None
+
+    # -- failures -------------------------------------------------------------------------
+    def _failures(self, rec: Record) -> None:
+        st = self.state
+        benign = bool(rec.src and BENIGN_SOURCES.search(rec.src))
+        matched: list[Failure] = []
+        for rule in FAILURES:
+            if rule.rank < 50 and (benign or st.shutdown is not None) and rule.cls != "pressure":
+                continue
+            if rule.pattern.search(rec.msg):
+                matched.append(rule)
+        excluded = {x for rule in matched for x in rule.excludes}
+        for rule in matched:
+            if rule.id in excluded:
+                continue
+            if rule.cls == "exception" and not WRAPPER.search(rec.msg):
+                st.last_exception = Evidence(rec.file, rec.line, rec.text)
+            self._hit(rule, rec)
+
+    def _hit(self, rule: Failure, rec: Record) -> None:
+        st = self.state
+        old = st.hits.get(rule.id)
+        if old is not None:
+            old.count += rec.repeat
+            return
+        phase, source = self._context(rec)
+        st.hits[rule.id] = Hit(rule, Evidence(rec.file, rec.line, rec.text), phase, source, st.ready,
+                               self._prefill_hint(rec), rec.pid, rec.repeat)
+        st.order.append(rule.id)
+
+    def _context(self, rec: Record) -> tuple[str | None, str]:
+        framed = self._frames_phase(rec.pid)
+        if framed and framed != "serving":
+            return framed, "frames"
+        if self.state.after is not None:
+            return self.state.after, "markers"
+        if framed == "serving":
+            return "serving", "frames"
+        return None, "none"
+
+    def _prefill_hint(self, rec: Record) -> str | None:
+        from oomkit.triage.rules import DECODE_FRAME, PREFILL_FRAME
+        stack = " ".join(self.state.frames.get(rec.pid) or self.state.frames.get(None) or [])
+        if PREFILL_FRAME.search(stack) or PREFILL_FRAME.search(rec.msg):
+            return "prefill"
+        if DECODE_FRAME.search(stack):
+            return "decode"
+        last = self.facts.stats.last
+        if not last:
+            return None
+        if last.get("prompt_tps", 0.0) > 0:
+            return "prefill"
+        if last.get("running", 0.0) > 0:
+            return "decode"
+        return None
+
+    def hits(self) -> list[Hit]:
+        """Failures in order. A wrapper line ("WorkerProc hit an exception") comes before its
+        traceback, so its frames are read now, at the end."""
+        hits = [self.state.hits[i] for i in self.state.order]
+        for h in hits:
+            if h.rule.cls == "wrapper" and h.context_source != "frames":
+                framed = self._frames_phase(h.pid)
+                if framed and framed != "serving":
+                    h.context_phase, h.context_source = framed, "frames"
+        return hits

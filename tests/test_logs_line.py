@@ -1,0 +1,78 @@
+"""Line parsing: wrappers and headers of every format in vllm-internals.md §1."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from oomkit.logs import parse_line
+
+
+def test_v1_032_prefix_and_header():
+    r = parse_line("(EngineCore pid=22588) ERROR 12-02 15:44:27 [core.py:1510] ValueError: boom", "a.log", 7)
+    assert (r.proc, r.pid, r.level, r.time, r.src, r.msg) == ("EngineCore", 22588, "ERROR", "12-02 15:44:27", "core.py:1510", "ValueError: boom")
+    assert (r.file, r.line) == ("a.log", 7)
+
+
+def test_v0_header_without_bracket():
+    r = parse_line("INFO 12-02 15:18:01 worker.py:123] Memory profiling takes 3.2 seconds")
+    assert r.level == "INFO" and r.msg == "Memory profiling takes 3.2 seconds"
+
+
+def test_worker_prefixes():
+    for proc in ("Worker_TP0", "EngineCore_DP0", "VllmWorker rank=3", "Worker_PP1_TP0", "APIServer"):
+        r = parse_line(f"({proc} pid=42) INFO 10-31 15:07:49 [gpu_worker.py:298] Available KV cache memory: 1.71 GiB")
+        assert r.proc == proc and r.msg == "Available KV cache memory: 1.71 GiB"
+
+
+def test_ray_prefix_ip_and_repeat():
+    r = parse_line("(RayWorkerWrapper pid=1355, ip=10.0.0.2) ERROR 07-25 06:51:17 worker_base.py:382] RuntimeError: x [repeated 12x across cluster]")
+    assert r.proc == "RayWorkerWrapper" and r.repeat == 12 and r.msg == "RuntimeError: x"
+
+
+def test_nested_ray_actor_prefixes():
+    r = parse_line("(MapWorker(MapBatches(vLLMEngineStageUDF)) pid=4385) (EngineCore_DP0 pid=6448) INFO 02-12 15:00:36 [backends.py:319] torch.compile takes 2222.52 s in total")
+    assert r.msg == "torch.compile takes 2222.52 s in total" and r.pid == 4385
+
+
+def test_docker_compose_wrapper():
+    r = parse_line("vllm-openai_1  | (RayWorkerWrapper pid=3487) ERROR 06-05 16:30:08 worker_base.py:148] RuntimeError: boom")
+    assert r.proc == "RayWorkerWrapper" and r.msg == "RuntimeError: boom"
+
+
+def test_kubectl_border_and_prefix():
+    r = parse_line("│ (APIServer pid=1) INFO 12-02 15:42:26 [model.py:2152] Using max model len 1024 │")
+    assert r.msg == "Using max model len 1024"
+    r = parse_line("[pod/vllm-0/vllm] INFO 12-02 15:42:26 [model.py:2152] Using max model len 1024")
+    assert r.msg == "Using max model len 1024"
+
+
+def test_journald_and_rfc3339():
+    r = parse_line("Dec 02 15:18:01 gpu-node-3 vllm[1234]: (EngineCore pid=9) INFO 12-02 15:18:01 [core.py:77] Initializing a V1 LLM engine (v0.32.0) with config: x")
+    assert r.proc == "EngineCore" and r.msg.startswith("Initializing a V1")
+    r = parse_line("2026-12-02T15:18:01.123Z INFO:     Application startup complete.")
+    assert r.msg == "Application startup complete."
+
+
+def test_ansi_and_carriage_return():
+    r = parse_line("\x1b[0;36m(APIServer pid=1)\x1b[0;0m \x1b[32mINFO\x1b[0m 12-02 15:42:26 [x.py:1] hello")
+    assert r.msg == "hello" and r.proc == "APIServer"
+    r = parse_line("Loading shards:  10% |\rLoading shards:  55% |\rLoading safetensors checkpoint shards: 100% Completed | 2/2\n")
+    assert r.msg.startswith("Loading safetensors checkpoint shards: 100%")
+
+
+def test_uvicorn_and_reporter_condensed():
+    assert parse_line("INFO:     Application startup complete.").msg == "Application startup complete."
+    r = parse_line("INFO  [kv_cache_utils.py]  GPU KV cache size: 150,745 tokens")
+    assert r.msg == "GPU KV cache size: 150,745 tokens"
+
+
+def test_raw_line_kept_and_nul_dropped():
+    raw = "Traceback (most recent call last):\x00"
+    r = parse_line(raw + "\n", "f", 3)
+    assert r.raw == raw and r.msg == "Traceback (most recent call last):"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=400))
+def test_parse_line_never_raises(text):
+    r = parse_line(text, "x", 1)
+    assert isinstance(r.msg, str) and r.repeat >= 1

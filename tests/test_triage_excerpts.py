@@ -1,0 +1,69 @@
+"""GPU-only behaviour, on constructed excerpts (see fixtures/excerpts/README.md) and on the
+labelled real-log corpus in shared/ (accuracy is measured by benchmarks/triage_accuracy.py)."""
+
+import json
+
+import pytest
+
+from conftest import CORPUS, EXCERPTS
+from oomkit.triage import analyse
+
+CASES = {
+    "v1_0.11_kv_too_small.log": ("kv_cache_allocation", True, "high"),
+    "v1_0.28_load_oom.log": ("weight_loading", True, "high"),
+    "v1_0.20_profile_oom_frames.log": ("memory_profiling", True, "high"),
+    "v1_0.22_capture_oom.log": ("cudagraph_capture", True, None),
+    "v1_0.34_sampler_warmup.log": ("memory_profiling", True, "high"),
+    "v1_0.32_serving_oom.log": ("serving_decode", True, None),
+    "v1_0.32_illegal_access.log": ("not_oom_other", False, "high"),
+    "v1_0.32_prompt_too_long.log": ("not_oom_other", False, "high"),
+    "v0_0.6_preempt_then_crash.log": ("not_oom_other", False, None),
+    "v1_0.32_clean_shutdown.log": ("healthy", False, "high"),
+    "v1_0.17_ready_timeout.log": ("timeout", False, "high"),
+    "v0_0.6_startfree.log": ("environment", True, "high"),
+    "host_kill_137.log": ("weight_loading", True, None),
+    "ray_nccl_dmabuf.log": ("network_communication", False, "high"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_excerpt(name):
+    res = analyse([str(EXCERPTS / name)])
+    phase, is_oom, confidence = CASES[name]
+    assert (res.verdict.phase, res.verdict.is_oom) == (phase, is_oom), res.verdict.summary
+    if confidence:
+        assert res.verdict.confidence == confidence
+    assert res.verdict.advice
+
+
+def test_kv_figures_and_estimate_quoted():
+    res = analyse([str(EXCERPTS / "v1_0.11_kv_too_small.log")])
+    f = res.facts.figures
+    assert (f["model_weights_gib"], f["available_kv_cache_gib"], f["estimated_max_model_len"]) == (64.38, 1.71, 49712)
+    assert "49712" in res.verdict.summary
+    assert res.facts.args["max_model_len"] == 131072 and res.facts.args["tensor_parallel_size"] == 1
+    assert res.facts.vllm_version == "0.11.0" and res.facts.model == "openai/gpt-oss-120b"
+
+
+def test_secrets_in_args_are_redacted_in_json():
+    text = json.dumps(analyse([str(EXCERPTS / "v1_0.11_kv_too_small.log")]).to_dict())
+    assert "sk-live-abcdefghijklmnopqrstuvwx" not in text
+
+
+def test_oom_line_figures():
+    f = analyse([str(EXCERPTS / "v1_0.20_profile_oom_frames.log")]).facts.figures
+    assert (f["oom_tried_gib"], f["oom_total_gib"], f["oom_free_gib"], f["oom_pytorch_allocated_gib"]) == (8.0, 79.19, 3.1, 72.0)
+
+
+def test_ray_repeat_counted_and_prefill_decode():
+    res = analyse([str(EXCERPTS / "v1_0.32_serving_oom.log")])
+    assert res.facts.stats["max_running"] == 64 and res.verdict.phase == "serving_decode"
+
+
+def test_corpus_floor():
+    """Regression floor on the shared labelled corpus; the benchmark prints the per-phase table."""
+    logs = sorted(CORPUS.glob("*.log"))
+    if not logs:
+        pytest.skip("shared corpus not here")
+    right = sum(analyse([str(p)]).verdict.phase == json.loads(p.with_suffix(".json").read_text())["label"]["phase"] for p in logs)
+    assert right / len(logs) >= 0.85

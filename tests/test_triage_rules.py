@@ -1,0 +1,37 @@
+"""The rule tables are data: every entry is complete, its example matches, and the prefilter
+keeps it (a rule the prefilter drops would silently never fire on a large log)."""
+
+import pytest
+
+from oomkit.logs import parse_line
+from oomkit.triage.facts import FIGURES
+from oomkit.triage.rules import FAILURES, KEY, MARKERS, PHASES, TIMELINE
+
+RULES = list(MARKERS) + list(FAILURES)
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.id)
+def test_example_matches_and_passes_prefilter(rule):
+    assert rule.pattern.search(rule.example), rule.id
+    assert KEY.search(rule.example), f"{rule.id}: example has no prefilter keyword"
+    assert rule.source
+
+
+def test_ids_unique_and_vocabulary():
+    ids = [r.id for r in RULES]
+    assert len(ids) == len(set(ids))
+    for m in MARKERS:
+        assert m.phase in TIMELINE and (m.after in PHASES or m.after in TIMELINE)
+    for f in FAILURES:
+        assert f.phase is None or f.phase in PHASES
+        assert all(x in ids for x in f.excludes)
+
+
+def test_markers_reach_their_phase_as_a_full_line():
+    for m in MARKERS:
+        r = parse_line(f"(EngineCore pid=1) INFO 12-02 10:00:00 [x.py:1] {m.example}")
+        assert m.pattern.search(r.msg), m.id
+
+
+def test_figure_sources_noted():
+    assert all(f.source for f in FIGURES)
