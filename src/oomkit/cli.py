@@ -15,17 +15,27 @@ from oomkit.redact import redact
 # Each entry is a module in oomkit.commands that defines `command` (a click command or group).
 COMMAND_MODULES = (
     "triage",
+    "env",
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """Imports a command's module only when that command runs: `oomkit triage` must not pay for
+    the HTTP client, pydantic models or vLLM probes of the other commands."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMAND_MODULES)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMAND_MODULES:
+            return None
+        return importlib.import_module(f"oomkit.commands.{cmd_name}").command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="oomkit")
 def cli() -> None:
     """Find where vLLM ran out of memory, plan memory, measure, and decide: tune or expand."""
-
-
-for _name in COMMAND_MODULES:
-    cli.add_command(importlib.import_module(f"oomkit.commands.{_name}").command)
 
 
 def main(argv: list[str] | None = None) -> None:

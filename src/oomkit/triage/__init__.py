@@ -41,7 +41,7 @@ def analyse(paths: Iterable[str]) -> TriageResult:
     paths = list(paths)
     t = Triage(paths)
     for rec in iter_records(paths, key=scan_key(), stats=t.read):
-        t.feed(rec)
+        t.feed(rec, prefiltered=True)
     return t.result()
 
 

@@ -9,10 +9,13 @@ from dataclasses import dataclass, field
 from oomkit.logs import Record
 from oomkit.triage.facts import FactCollector
 from oomkit.triage.model import Evidence, TimelineEntry
-from oomkit.triage.rules import (BENIGN_SOURCES, FAILURES, FRAME, FRAME_PHASES, KEY, MARKERS, READY_TIMEOUT_S,
+from oomkit.triage.rules import (BENIGN_SOURCES, FAILURE_GATE, FAILURES, FRAME, FRAME_PHASES, KEY, MARKER_GATE, MARKERS, READY_TIMEOUT_S,
                                  RESTART_MARKERS, SERVING_FRAME, SHUTDOWN, SLOW_STEP, TIMELINE, Failure, Marker)
 
 MAX_FRAMES = 80
+# Stats lines are the most frequent marker line; no other marker matches them, so trying them first
+# changes no result.
+MARKER_ORDER = sorted(MARKERS, key=lambda m: m.id != "R-SERVE")
 WRAPPER = re.compile("|".join(f.pattern.pattern for f in FAILURES if f.cls in ("wrapper", "died")))
 MAX_HITS_PER_RULE = 8
 
@@ -54,14 +57,18 @@ class Triage:
         self.starts = 1
         self.records = 0
 
-    def feed(self, rec: Record) -> list[TimelineEntry]:
+    def feed(self, rec: Record, prefiltered: bool = False) -> list[TimelineEntry]:
+        """`prefiltered`: the caller already kept only lines the key matches (the block scan)."""
         self.records += 1
-        if not KEY.search(rec.raw):
+        if not prefiltered and not KEY.search(rec.raw):
             return []
+        if self.facts.feed_stats(rec):  # the most frequent candidate: nothing but a serving sample
+            return self._marker(rec)
         self.facts.feed(rec)
-        new = self._marker(rec)
+        new = self._marker(rec) if MARKER_GATE.search(rec.msg) else []
         self._frame(rec)
-        self._failures(rec)
+        if FAILURE_GATE.search(rec.msg):
+            self._failures(rec)
         return new
 
     # -- markers -------------------------------------------------------------------------
@@ -69,7 +76,7 @@ class Triage:
         st = self.state
         if SHUTDOWN.search(rec.msg) and st.shutdown is None:
             st.shutdown = Evidence(rec.file, rec.line, rec.text)
-        marker = next((m for m in MARKERS if m.pattern.search(rec.msg)), None)
+        marker = next((m for m in MARKER_ORDER if m.pattern.search(rec.msg)), None)
         if marker is None:
             return []
         if marker.id in RESTART_MARKERS and (st.ready or st.shutdown is not None):

@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from oomkit.logs import Record
 from oomkit.triage.model import Evidence
+from oomkit.triage.rules import gate
 
 V = "vllm-internals.md §2.3"
 
@@ -138,6 +139,9 @@ def parse_args_dict(text: str) -> dict[str, Any]:
     return {k: literal(v) for k, v in pairs}
 
 
+FACT_GATE = gate([r.pattern for r in FIGURES] + [OOM_LINE, OOM_ALLOCATED, CPU_ALLOC, STATS_HEAD, ENGINE_CFG, ARGS_DICT, ARGS_NS,
+                  *VERSION, *MODEL])
+
 Keep = Callable[[Any, Any], bool]
 _BETTER: dict[str, Keep] = {
     "first": lambda old, new: False,
@@ -159,8 +163,14 @@ class FactCollector:
         self.evidence: dict[str, Evidence] = {}
         self.stats = StatsAggregate()
 
+    def feed_stats(self, rec: Record) -> bool:
+        """A periodic stats line is recorded and reported; it carries no other fact."""
+        return rec.msg[:1] in "E1234567890A" and self._stats(rec, rec.msg)
+
     def feed(self, rec: Record) -> None:
         msg = rec.msg
+        if not FACT_GATE.search(msg):
+            return
         self._identity(rec, msg)
         for rule in FIGURES:
             m = rule.pattern.search(msg)
@@ -171,7 +181,6 @@ class FactCollector:
         m = CPU_ALLOC.search(msg)
         if m:
             self._set("oom_tried_bytes", int(m.group("b") or m.group("m")), rec, "last")
-        self._stats(rec, msg)
 
     def _identity(self, rec: Record, msg: str) -> None:
         m = ENGINE_CFG.match(msg)
@@ -240,10 +249,10 @@ class FactCollector:
         if u:
             self._set("oom_in_use_gib", _gib(u.group("use"), u.group("u")), rec, "last")
 
-    def _stats(self, rec: Record, msg: str) -> None:
+    def _stats(self, rec: Record, msg: str) -> bool:
         m = STATS_HEAD.match(msg)
         if not m:
-            return
+            return False
         rest = m.group("rest") or m.group("v0") or ""
         sample: dict[str, float] = {}
         for f in STATS_FIELD.finditer(rest):
@@ -252,6 +261,7 @@ class FactCollector:
                 sample[name] = float(f.group("v"))
         if sample:
             self.stats.add(sample, Evidence(rec.file, rec.line, rec.text))
+        return True
 
 
 FULL_KV_PCT = 90.0

@@ -92,14 +92,13 @@ def _crash(t: Triage, wrappers: list[Hit], hits: list[Hit]) -> Verdict:
     exc = t.state.last_exception
     first = wrappers[0]
     shown = wrappers[:3]
-    if not first.after_ready and first.context_phase is not None:
+    if exc is None and not first.after_ready and first.context_phase is not None:
         phase = first.context_phase
         if phase in ("distributed_init", "environment") or (WORKER_START.search(first.evidence.text) and phase != "weight_loading"):
             phase = "environment"  # a worker that fails before loading fails in device or distributed init
-        why = exc.text.split("] ")[-1][:200] if exc else "the root-cause line is not in the log"
-        return _verdict(phase if phase in PHASES else "unknown", False, "low", "start-up failed; phase from the last marker, cause not recognised",
-                        f"start-up failed during {phase.replace('_', ' ')}: {why}", first.rule.id, shown, t, extra=[exc] if exc else [])
-    if not first.after_ready and WORKER_START.search(first.evidence.text):
+        return _verdict(phase if phase in PHASES else "unknown", False, "low", "start-up failed; phase from the last marker, cause not in the log",
+                        f"start-up failed during {phase.replace('_', ' ')}; the root-cause line is not in the log", first.rule.id, shown, t)
+    if exc is None and not first.after_ready and WORKER_START.search(first.evidence.text):
         return _verdict("environment", False, "low", "a worker failed to start before any phase marker",
                         "a worker failed to start before loading weights: device or distributed initialisation", first.rule.id, shown, t)
     summary = "the engine died with an error that is not a memory error"
