@@ -20,7 +20,7 @@ setup() {
 
 case "${1:-test}" in
   setup) setup ;;
-  demo) setup; .venv/bin/oomkit triage examples/logs ;;
+  demo) setup; .venv/bin/oomkit triage --each examples/logs/*.log ;;
   test) setup; shift || true; exec .venv/bin/python -m pytest "$@" ;;
   *) echo "usage: scripts/dev.sh setup|demo|test [pytest args]" >&2; exit 2 ;;
 esac

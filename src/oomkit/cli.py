@@ -16,6 +16,7 @@ from oomkit.redact import redact
 COMMAND_MODULES = (
     "triage",
     "env",
+    "plan",
 )
 
 

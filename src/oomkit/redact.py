@@ -10,7 +10,9 @@ MASK = "***"
 _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?i)(authorization\s*[:=]\s*[\"']?\s*(?:bearer|basic|token)\s+)[^\s\"',}]+"), r"\1" + MASK),
     (re.compile(r"(?i)(--(?:api-key|hf-token|token)(?:=|\s+))(?!\*\*\*)\S+"), r"\1" + MASK),
-    (re.compile(r"(?i)([\"']?(?:api_key|hf_token|token|access_token|secret|password)[\"']?\s*[:=]\s*\[?\s*[\"']?)(?!\*\*\*)(?!None\b)([^\s\"',}\]]+)"), r"\1" + MASK),
+    (re.compile(r"(?i)((?<![A-Za-z0-9_])[\"']?(?:api_key|hf_token|token|access_token|secret|password)[\"']?\s*[:=]\s*\[?\s*[\"']?)(?!\*\*\*)(?!None\b)(?!\$\{)([^\s\"',}\]]+)"), r"\1" + MASK),
+    # Environment assignments (NAME=value, NAME: value) of upper-case secret-named variables.
+    (re.compile(r"\b([A-Z0-9_]*(?:TOKEN|API_KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?)[A-Z0-9_]*[\"']?\s*[=:]\s*[\"']?)(?!\*\*\*)(?!\$\{)[^\s\"',}]+"), r"\1" + MASK),
     (re.compile(r"\b(?:hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_\-]{16,}|gh[pousr]_[A-Za-z0-9]{20,})\b"), MASK),
     (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^/\s:@]+):([^@\s/]+)@"), r"\1\2:" + MASK + "@"),
 )

@@ -1,0 +1,51 @@
+"""One entry point for the command line: a plan, a comparison of layouts, or a calibration
+against a real log, each with its JSON form and its text form."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from oomkit.plan import render
+from oomkit.plan.catalog import catalog_rows, gpus
+from oomkit.plan.core import PlanRequest, plan
+
+
+@dataclass(frozen=True)
+class Outcome:
+    data: dict[str, Any]
+    text: str
+
+
+def run_plan(req: PlanRequest, compare_gpus: list[int] | None = None, from_log: list[str] | None = None) -> Outcome:
+    if from_log:
+        from oomkit.plan.calibrate import calibrate
+
+        cal, calibrated = calibrate(req, from_log)
+        return Outcome({"calibration": cal, **calibrated.to_dict()},
+                       render.calibration_text(cal) + "\n\nnext prediction (calibrated)\n" + render.plan_text(calibrated))
+    if compare_gpus:
+        from oomkit.plan.compare import compare
+
+        rows = compare(req, compare_gpus)
+        target = ""
+        if req.concurrency or req.context:
+            target = f", target {req.concurrency or 1} x {req.context or 'max_model_len'} tokens"
+        head = f"{req.model} on {req.gpu}, GPU counts {', '.join(map(str, compare_gpus))}{target}"
+        return Outcome({"compare": rows, "request": _req_dict(req)}, head + "\n" + render.compare_text(rows))
+    p = plan(req)
+    return Outcome(p.to_dict(), render.plan_text(p))
+
+
+def catalogs() -> Outcome:
+    models = catalog_rows()
+    hw = [g.to_dict() for g in gpus()]
+    lines = ["models:"] + [f"  {m['name']:<22} {m['source']}" for m in models]
+    lines += ["", "GPUs:"] + [f"  {g['name']:<12} {str(g['memory_mib'] or '-'):>7} MiB  "
+                              f"{str(g['hbm_bandwidth_gbps'] or '-'):>5} GB/s  NVLink {g['nvlink_domain']:>2}  "
+                              f"{g['source']}" for g in hw]
+    return Outcome({"models": models, "gpus": hw}, "\n".join(lines))
+
+
+def _req_dict(req: PlanRequest) -> dict[str, Any]:
+    return {k: v for k, v in replace(req).__dict__.items() if v not in (None, {}, False)}
