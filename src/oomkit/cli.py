@@ -15,8 +15,11 @@ from oomkit.redact import redact
 # Each entry is a module in oomkit.commands that defines `command` (a click command or group).
 COMMAND_MODULES = (
     "triage",
+    "launch", "testbed",
     "env",
     "plan",
+    "ladder", "bench",
+    "compare", "decide", "report", "investigate",
 )
 
 

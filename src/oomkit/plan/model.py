@@ -127,6 +127,9 @@ class ModelShape:
                 "quantization": self.quant.to_dict(), "notes": list(self.notes)}
 
 
+MAX_LAYERS = 10_000  # the largest published models have < 200 layers
+
+
 class _Cfg:
     """Reads config fields and names the missing one together with the flag that supplies it."""
 
@@ -156,8 +159,8 @@ def load_config(path: str | Path) -> dict[str, Any]:
         raise InputError(f"no config.json at {path}", hint="pass a model directory, a config.json, or a catalog name")
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise InputError(f"{p} is not valid JSON: {err}") from err
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:  # RecursionError: [[[[... nesting
+        raise InputError(f"{p} is not valid JSON: {err}") from None
     if not isinstance(data, dict):
         raise InputError(f"{p} does not hold a JSON object")
     return data
@@ -165,6 +168,15 @@ def load_config(path: str | Path) -> dict[str, Any]:
 
 def shape_from_config(data: dict[str, Any], name: str, source: str,
                       overrides: dict[str, Any] | None = None) -> ModelShape:
+    try:
+        return _shape(data, name, source, overrides)
+    except (TypeError, ValueError, AttributeError, IndexError, KeyError, OverflowError, ZeroDivisionError) as err:
+        # A hand-edited or truncated config holds a list, null or NaN where a number belongs.
+        raise InputError(f"config of {name} has a field of the wrong type ({type(err).__name__}: {err})",
+                         hint="compare it with the model's config.json on the Hub, or fix it with --hf-overrides") from None
+
+
+def _shape(data: dict[str, Any], name: str, source: str, overrides: dict[str, Any] | None) -> ModelShape:
     text = dict(data.get("text_config") or data)
     text.update(overrides or {})
     cfg = _Cfg(text, f"config of {name}")
@@ -172,6 +184,9 @@ def shape_from_config(data: dict[str, Any], name: str, source: str,
     dtype = str(cfg.get("torch_dtype", "dtype", default=data.get("torch_dtype") or data.get("dtype") or "bfloat16"))
     hidden = int(cfg.need("hidden_size"))
     n_layers = int(cfg.need("num_hidden_layers", "num_layers"))
+    if not 0 < n_layers <= MAX_LAYERS:  # a flipped digit must not build a billion-layer table
+        raise InputError(f"config of {name}: num_hidden_layers {n_layers} is outside 1..{MAX_LAYERS}",
+                         hint="fix num_hidden_layers in the config")
     heads = int(cfg.need("num_attention_heads"))
     head_dim = int(cfg.get("head_dim", "attention_head_dim", default=hidden // heads))
     mla = _mla(cfg)

@@ -1,0 +1,191 @@
+"""One load against one server: the streaming client, /metrics every second, memory every half
+second, and the run folder's JSONL files. Every finished request is on disk at once, so a run
+that dies (or is interrupted) keeps everything it did."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from oomkit.bench.progress import NoProgress, Progress
+from oomkit.bench.target import Target
+from oomkit.client.chat import ChatClient, ChatRequest, ClientOptions
+from oomkit.client.probe import health
+from oomkit.client.records import RequestRecord
+from oomkit.metrics.deltas import MetricDeltas, compute
+from oomkit.metrics.memory import MemorySampler, choose
+from oomkit.metrics.scrape import Scraper
+from oomkit.rundir import RunDir, redact_obj
+from oomkit.workload.requestset import SetRequest
+
+# Errors after which the server cannot serve anything more (cpu-testbed.md §9: after an engine
+# death /health is 503 and the API server exits; later connections are refused).
+FATAL_KINDS = ("engine_dead", "refused")
+
+
+def run_async(coro: Any) -> Any:
+    """asyncio.run, on uvloop when it is installed (vLLM depends on it): the client then spends
+    about a fifth less CPU per streamed token (benchmarks/client_overhead.py). Ctrl-C behaves the
+    same: the main task is cancelled, then KeyboardInterrupt is raised."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+@dataclass(frozen=True)
+class Window:
+    """What one labelled part of a run (a ladder step or rung, a bench) sent and caused."""
+
+    label: str
+    records: tuple[RequestRecord, ...]
+    deltas: MetricDeltas
+    peak_memory_bytes: int | None
+    started_unix_s: float
+    duration_s: float
+
+
+@dataclass(frozen=True)
+class SessionOutcome:
+    session: int
+    steps_done: int
+    steps_total: int
+    ok: bool
+    """Every step answered without error and every checked tool call was valid."""
+    cut: bool
+    """Stopped by the end of the run (duration, interrupt, dead server), not by its own failure."""
+    error_kind: str | None = None
+
+
+@dataclass
+class _Open:
+    label: str
+    started: float
+    mark: int
+    records: list[RequestRecord] = field(default_factory=list)
+
+
+class Load:
+    def __init__(self, target: Target, run: RunDir, options: ClientOptions = ClientOptions(),
+                 memory: str = "auto", scrape_interval_s: float = 1.0, memory_interval_s: float = 0.5):
+        self.target, self.run, self.options = target, run, options
+        self.memory_choice = memory
+        self.scrape_interval_s, self.memory_interval_s = scrape_interval_s, memory_interval_s
+        self.dead: RequestRecord | None = None
+        self.memory_note = ""
+        self._label = "setup"
+        self._open: _Open | None = None
+        self._writers: dict[str, Any] = {}
+
+    async def __aenter__(self) -> "Load":
+        self.client = ChatClient(self.target.base_url, self.target.model, self.target.api_key, self.options)
+        self._writers = {
+            "requests": self.run.jsonl("requests.jsonl", "every finished request: timings, usage, errors, tool checks"),
+            "metrics": self.run.jsonl("metrics.jsonl", "/metrics scraped every second (vllm:* samples)"),
+            # Not memory.jsonl: `oomkit launch` writes that one in the same folder.
+            "memory": self.run.jsonl("load_memory.jsonl", "server memory samples during the load, per step"),
+        }
+        self.scraper = Scraper(self.client.http, self.target.base_url, self._writers["metrics"].append,
+                               self.scrape_interval_s, lambda: self._label)
+        probe, self.memory_note = choose(self.memory_choice, self.target.server_pid, self.target.base_url)
+        self.sampler = MemorySampler(probe, self._writers["memory"].append, self.memory_interval_s,
+                                     lambda: self._label) if probe else None
+        self.scraper.start()
+        if self.sampler:
+            self.sampler.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.scraper.stop()
+        if self.sampler:
+            await self.sampler.stop()
+        await self.client.__aexit__()
+        for w in self._writers.values():
+            w.close()
+
+    @contextlib.asynccontextmanager
+    async def window(self, label: str) -> AsyncIterator[list[Window]]:
+        """Collect what is sent inside the block; the Window is appended to the yielded list."""
+        out: list[Window] = []
+        self._label = label
+        opened = _Open(label, time.time(), self.scraper.mark())
+        self._open = opened
+        await self._sample()
+        try:
+            yield out
+        finally:
+            await self._sample()
+            self._open = None
+            peak = self.sampler.peaks.get(label) if self.sampler else None
+            out.append(Window(label, tuple(opened.records), compute(self.scraper.since(opened.mark)), peak,
+                              opened.started, time.time() - opened.started))
+
+    async def _sample(self) -> None:
+        await self.scraper.scrape_now()
+        if self.sampler:
+            with contextlib.suppress(Exception):
+                await self.sampler.sample_now()
+
+    async def send(self, req: SetRequest, overrides: dict[str, Any] | None = None,
+                   label: str | None = None) -> RequestRecord:
+        body = {**req.body, **(overrides or {})}
+        chat = ChatRequest(req.id, body, label or self._label, req.session, req.step)
+        started = time.time()
+        try:
+            rec = await self.client.chat(chat)
+        except asyncio.CancelledError:
+            # Ctrl-C: say which requests were in flight, then let the cancellation through.
+            cut = RequestRecord(req.id, chat.label, req.session, req.step, started, False, error_kind="interrupted",
+                                error="interrupted while in flight")
+            self._writers["requests"].append({**cut.to_dict(), "kind": req.kind})
+            raise
+        self._writers["requests"].append(redact_obj({**rec.to_dict(), "kind": req.kind}))
+        if self._open is not None:
+            self._open.records.append(rec)
+        if not rec.ok and rec.error_kind in FATAL_KINDS and self.dead is None:
+            if await asyncio.to_thread(health, self.target.base_url) != 200:
+                self.dead = rec
+        return rec
+
+    async def run_sessions(self, sessions: list[list[SetRequest]], concurrency: int, *, cycle: bool = False,
+                           deadline: float | None = None, overrides: dict[str, Any] | None = None,
+                           progress: Progress = NoProgress(),
+                           outcomes: list[SessionOutcome] | None = None) -> list[SessionOutcome]:
+        """Closed loop: `concurrency` agents, each running a session's steps in order (a step
+        starts when the previous one has answered). With `cycle` the sessions repeat until the
+        monotonic `deadline`. Outcomes are appended to `outcomes` as sessions end, so a caller
+        that is interrupted still has those that finished."""
+        source: Iterable[tuple[int, list[SetRequest]]] = (
+            itertools.cycle(enumerate(sessions)) if cycle else iter(enumerate(sessions)))
+        outcomes = [] if outcomes is None else outcomes
+
+        async def agent() -> None:
+            for index, steps in source:
+                if self._stopped(deadline):
+                    return
+                outcomes.append(await self._session(index, steps, deadline, overrides, progress))
+
+        await asyncio.gather(*(agent() for _ in range(max(1, concurrency))))
+        return outcomes
+
+    def _stopped(self, deadline: float | None) -> bool:
+        return self.dead is not None or (deadline is not None and time.monotonic() >= deadline)
+
+    async def _session(self, index: int, steps: list[SetRequest], deadline: float | None,
+                       overrides: dict[str, Any] | None, progress: Progress) -> SessionOutcome:
+        valid = True
+        for done, req in enumerate(steps):
+            if self._stopped(deadline):
+                return SessionOutcome(index, done, len(steps), False, cut=True)
+            rec = await self.send(req, overrides)
+            progress.advance()
+            if not rec.ok:
+                return SessionOutcome(index, done, len(steps), False, cut=False, error_kind=rec.error_kind)
+            valid = valid and (rec.tool_check is None or rec.tool_check.valid)
+        return SessionOutcome(index, len(steps), len(steps), valid, cut=False)

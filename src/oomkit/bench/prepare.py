@@ -1,0 +1,75 @@
+"""What `oomkit ladder` and `oomkit bench` share before any load: the target (a URL, or a server
+launched from a profile), the request set (a workload YAML materialised with the server's
+tokenizer, or an existing request set reused unchanged), and the run folder."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from oomkit.bench.target import Target, profile_target, url_target
+from oomkit.errors import InputError, UsageError
+from oomkit.rundir import RunDir
+from oomkit.workload.materialise import materialise
+from oomkit.workload.requestset import KIND, RequestSet, read_request_set
+from oomkit.workload.spec import DEFAULT_WORKLOAD, load_workload, parse_workload
+from oomkit.workload.tokens import server_counter
+
+REQUEST_SET_NOTE = "the requests sent (reuse it with --workload for an identical rerun)"
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    url: str | None = None
+    profile: str | None = None
+    api_key: str | None = None
+    model: str | None = None
+    runs_dir: str = "runs"
+    label: str | None = None
+    memory: str = "auto"
+    """auto, nvml, rss, none, or the URL of a DCGM exporter's /metrics."""
+
+
+@contextlib.contextmanager
+def open_target(spec: TargetSpec) -> Iterator[Target]:
+    if bool(spec.url) == bool(spec.profile):
+        raise UsageError("give exactly one of --profile PROFILE or --url URL")
+    if spec.url:
+        yield url_target(spec.url, spec.api_key, spec.model)
+        return
+    with profile_target(spec.profile, spec.runs_dir, spec.label, spec.model) as target:  # type: ignore[arg-type]
+        yield target
+
+
+def _is_request_set(path: Path) -> bool:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return f'"kind":"{KIND}"' in fh.readline()
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def request_set_for(workload: str | None, target: Target) -> tuple[RequestSet, str | None]:
+    """A request set for this target, and a note when token sizes are only approximate. Without a
+    workload file the built-in default agent workload is used (every field at its default)."""
+    if workload is None:
+        counter, note = server_counter(target.base_url, target.model, target.api_key)
+        return materialise(parse_workload(DEFAULT_WORKLOAD), counter, note), note
+    path = Path(workload)
+    if not path.is_file():
+        raise InputError(f"{workload}: no such workload or request set file",
+                         hint="see examples/workload-agent.yaml")
+    if _is_request_set(path):
+        return read_request_set(path), None
+    spec = load_workload(path)
+    counter, note = server_counter(target.base_url, target.model, target.api_key)
+    return materialise(spec, counter, note), note
+
+
+def run_folder(target: Target, spec: TargetSpec, kind: str) -> tuple[RunDir, bool]:
+    """The launch's folder when oomkit started the server; else a new one. True when it is ours."""
+    if target.run_dir is not None:
+        return target.run_dir, False
+    return RunDir.create(spec.runs_dir, spec.label or kind, kind=kind), True

@@ -1,0 +1,92 @@
+"""What one request did: the record written to requests.jsonl for every finished request."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# Error classes a request can end with (None: it succeeded). Sources: shared/research/cpu-testbed.md
+# §9 (engine death: HTTP 500 "EngineCore encountered an issue", or an in-band error event after a
+# 200), vllm-internals.md §3 (E-REQLEN: HTTP 400 "maximum context length").
+ERROR_KINDS = (
+    "refused",          # connection refused: nothing listens (server gone or not started)
+    "reset",            # connection reset or closed in the middle of a response
+    "timeout",          # no first byte / no next byte within the per-request timeout
+    "context_length",   # HTTP 400: the prompt plus max_tokens exceeds the model's context
+    "bad_request",      # any other HTTP 4xx
+    "http_5xx",         # HTTP 5xx that is not an engine death
+    "engine_dead",      # vLLM's engine core died (HTTP 500 or in-band error naming EngineCore)
+    "malformed_stream", # a body that is not server-sent events of JSON chunks
+    "not_openai",       # the endpoint does not speak the OpenAI chat API (404, HTML, no choices)
+    "interrupted",      # cancelled by Ctrl-C or by the end of a --duration run
+)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str | None
+    name: str | None
+    arguments: str
+    """The raw JSON text the server returned (OpenAI sends arguments as a string)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ToolCheck:
+    """Tool calls of one response validated against the tool definitions that were sent."""
+
+    valid: bool
+    problems: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"valid": self.valid, "problems": list(self.problems)}
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    request_id: str
+    label: str
+    """Which part of a run sent it (ladder step or rung, bench)."""
+    session: int | None
+    step: int | None
+    started_unix_s: float
+    ok: bool
+    error_kind: str | None = None
+    error: str | None = None
+    http_status: int | None = None
+    ttft_ms: float | None = None
+    latency_ms: float | None = None
+    itl_ms: tuple[float, ...] = ()
+    """Gaps between consecutive token-carrying chunks (chunks read together have gap 0)."""
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    """From the server's `usage` (asked for with stream_options.include_usage)."""
+    cached_tokens: int | None = None
+    """usage.prompt_tokens_details.cached_tokens, when the server reports it."""
+    chunks: int = 0
+    finish_reason: str | None = None
+    content: str = ""
+    reasoning: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_check: ToolCheck | None = None
+    retries: int = 0
+    """Extra attempts made (transport errors and invalid tool calls), all counted here."""
+    attempts_invalid_tools: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["itl_ms"] = [round(x, 3) for x in self.itl_ms]
+        for key in ("ttft_ms", "latency_ms"):
+            if d[key] is not None:
+                d[key] = round(d[key], 3)
+        d["tool_calls"] = [c.to_dict() for c in self.tool_calls]
+        d["tool_check"] = self.tool_check.to_dict() if self.tool_check else None
+        return d
+
+    def fingerprint(self) -> tuple[Any, ...]:
+        """What must repeat for a run to count as identical: the text and the tool calls."""
+        return (self.content, self.reasoning, tuple((c.name, c.arguments) for c in self.tool_calls),
+                self.finish_reason)

@@ -1,0 +1,156 @@
+"""Cells: one mode, one repeat, against one server. Before each cell the prefix cache is reset
+(POST /reset_prefix_cache, which vLLM serves only with VLLM_SERVER_DEV_MODE=1) or, where the
+server has no such endpoint, the cell's requests carry their own `cache_salt`, so one cell cannot
+warm the next. Every finished cell is appended to cells.jsonl at once (resume skips it)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from oomkit.bench.engine import Load, SessionOutcome, Window
+from oomkit.bench.run import AgentStats
+from oomkit.bench.stats import percentile, summarise
+from oomkit.bench.target import Target
+from oomkit.client.chat import ClientOptions
+from oomkit.client.records import RequestRecord
+from oomkit.compare.clientside import concurrency_for, overrides_for, sessions_for
+from oomkit.compare.spec import Mode
+from oomkit.errors import UsageError
+from oomkit.rundir import RunDir
+from oomkit.workload.requestset import RequestSet
+
+RESET_PATH = "/reset_prefix_cache"
+
+
+@dataclass(frozen=True)
+class Cell:
+    mode: str
+    repeat: int
+    label: str
+    server_run: str
+    concurrency: int
+    reset: str
+    """endpoint (the server's cache was emptied), salt (cache_salt per cell) or none."""
+    salt: str | None
+    requests: int
+    errors: int
+    errors_by_kind: dict[str, int]
+    ttft_ms_p50: float | None
+    ttft_ms_p95: float | None
+    latency_ms_p50: float | None
+    latency_ms_p95: float | None
+    session_ms_p95: float | None
+    """Full response time of an agent loop: its first request sent to its last token."""
+    peak_memory_bytes: int | None
+    max_kv_usage: float | None
+    preemptions: float | None
+    prefix_cache_hit_rate: float | None
+    cached_tokens: int | None
+    prompt_tokens: int
+    agents_total: int
+    agents_succeeded: int
+    agent_success_share: float | None
+    started_unix_s: float
+    duration_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+def session_times_ms(records: tuple[RequestRecord, ...]) -> list[float]:
+    """Per agent loop: first request start to last token. A session id seen again after its last
+    step is a new loop (cells repeat the set's sessions when asked for more)."""
+    loops: dict[int, list[list[RequestRecord]]] = {}
+    for rec in sorted((r for r in records if r.session is not None), key=lambda r: r.started_unix_s):
+        runs = loops.setdefault(rec.session, [[]])  # type: ignore[arg-type]
+        if runs[-1] and (rec.step or 0) <= (runs[-1][-1].step or 0):
+            runs.append([])
+        runs[-1].append(rec)
+    out = []
+    for runs in loops.values():
+        for run in runs:
+            ends = [r.started_unix_s + (r.latency_ms or 0) / 1000 for r in run]
+            out.append((max(ends) - run[0].started_unix_s) * 1000)
+    return out
+
+
+def cell_from(mode: Mode, repeat: int, window: Window, outcomes: list[SessionOutcome], concurrency: int,
+              reset: str, salt: str | None, server_run: str) -> Cell:
+    stats = summarise(window.records, window.duration_s)
+    agents = AgentStats.of(outcomes)
+    d = window.deltas
+    return Cell(mode.name, repeat, window.label, server_run, concurrency, reset, salt, stats.requests, stats.errors,
+                stats.errors_by_kind, stats.ttft_ms_p50, stats.ttft_ms_p95, stats.latency_ms_p50, stats.latency_ms_p95,
+                percentile(session_times_ms(window.records), 95), window.peak_memory_bytes, d.max_kv_usage,
+                d.preemptions, d.prefix_cache_hit_rate, stats.cached_tokens, stats.prompt_tokens, agents.sessions,
+                agents.succeeded, agents.success_share, window.started_unix_s, window.duration_s)
+
+
+async def try_reset(load: Load) -> bool:
+    try:
+        resp = await load.client.http.post(RESET_PATH)
+    except Exception:
+        return False
+    return resp.status_code == 200
+
+
+async def reset_method(load: Load, wanted: str) -> str:
+    if wanted in ("salt", "none"):
+        return wanted
+    if await try_reset(load):
+        return "endpoint"
+    if wanted == "endpoint":
+        raise UsageError(f"{load.target.base_url} has no POST {RESET_PATH} (vLLM serves it only with "
+                         "VLLM_SERVER_DEV_MODE=1)", hint="set that in the profile's env, or use reset: salt")
+    return "salt"
+
+
+@dataclass(frozen=True)
+class GroupJob:
+    """The cells one server runs: its modes, the repeats, what is already done."""
+
+    modes: tuple[Mode, ...]
+    repeats: int
+    baseline_concurrency: int
+    sessions: int | None
+    steps: int | None
+    reset: str
+    experiment_id: str
+    done: frozenset[tuple[str, int]]
+
+
+async def run_group(target: Target, run: RunDir, rs: RequestSet, job: GroupJob, client: ClientOptions,
+                    memory: str, on_cell: Callable[[Cell], None]) -> list[Cell]:
+    """Repeats outermost, modes inside: drift over time hits every mode alike."""
+    cells: list[Cell] = []
+    async with Load(target, run, client, memory) as load:
+        method = await reset_method(load, job.reset)
+        for repeat in range(1, job.repeats + 1):
+            for mode in job.modes:
+                if (mode.name, repeat) in job.done:
+                    continue
+                cell = await _one_cell(load, rs, job, mode, repeat, method, str(run.path))
+                cells.append(cell)
+                on_cell(cell)
+                if load.dead is not None:
+                    return cells
+    return cells
+
+
+async def _one_cell(load: Load, rs: RequestSet, job: GroupJob, mode: Mode, repeat: int, method: str,
+                    server_run: str) -> Cell:
+    salt = None
+    if method == "endpoint":
+        await try_reset(load)
+    elif method == "salt":
+        salt = f"oomkit-{job.experiment_id}-{mode.name}-{repeat}-{int(time.time())}"[:128]
+    overrides = {**overrides_for(mode), **({"cache_salt": salt} if salt else {})}
+    sessions = sessions_for(rs, mode, job.sessions, job.steps)
+    concurrency = concurrency_for(mode, job.baseline_concurrency)
+    outcomes: list[SessionOutcome] = []
+    async with load.window(f"{mode.name}#{repeat}") as out:
+        await load.run_sessions(sessions, concurrency, overrides=overrides, outcomes=outcomes)
+    return cell_from(mode, repeat, out[0], outcomes, concurrency, method, salt, server_run)

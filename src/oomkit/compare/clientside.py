@@ -1,0 +1,56 @@
+"""Client-side factors applied to the same request set: the sessions a cell sends, each request
+rewritten the same way for every repeat (history cut or repeated, max_tokens changed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oomkit.compare.spec import Mode
+from oomkit.ladder.steps import scaled
+from oomkit.workload.requestset import RequestSet, SetRequest, body_id
+
+
+def cut_history(req: SetRequest, turns: int) -> SetRequest:
+    """Keep the system prompt, the task, the last `turns` earlier steps and the step's own message.
+    An earlier step is an assistant message and the tool results that answer it."""
+    msgs = req.body["messages"]
+    head_len = 2 if len(msgs) >= 2 and msgs[0].get("role") == "system" else 1
+    head, middle, tail = msgs[:head_len], msgs[head_len:-1], msgs[-1:]
+    steps: list[list[dict[str, Any]]] = []
+    for m in middle:
+        if m.get("role") == "assistant" or not steps:
+            steps.append([m])
+        else:
+            steps[-1].append(m)
+    kept = [m for step in (steps[-turns:] if turns else []) for m in step]
+    if len(kept) == len(middle):
+        return req
+    body = {**req.body, "messages": head + kept + tail}
+    sizes = {**req.sizes, "history_turns_kept": min(turns, len(steps))}
+    return SetRequest(body_id(body), req.kind, req.session, req.step, body, sizes)
+
+
+def sessions_for(rs: RequestSet, mode: Mode, sessions: int | None, steps: int | None) -> list[list[SetRequest]]:
+    """The sessions one cell of `mode` sends: the set's sessions in order (repeated to `sessions`),
+    each cut to `steps`, with the mode's client-side rewrite applied."""
+    base = rs.sessions()
+    if not base:
+        return []
+    count = sessions or len(base)
+    chosen = [base[i % len(base)][: steps or None] for i in range(count)]
+    if mode.factor == "history_turns":
+        return [[cut_history(r, int(mode.value)) for r in s] for s in chosen]
+    if mode.factor == "context_factor":
+        return [[scaled(r, int(mode.value)) for r in s] for s in chosen]
+    return chosen
+
+
+def overrides_for(mode: Mode) -> dict[str, Any]:
+    """Body fields the mode sets on every request."""
+    if mode.factor == "output_tokens":
+        return {"max_tokens": int(mode.value)}
+    return {}
+
+
+def concurrency_for(mode: Mode, baseline: int) -> int:
+    return int(mode.value) if mode.factor == "concurrency" else baseline

@@ -1,0 +1,214 @@
+"""`compare(experiment)`: the baseline server runs the baseline and every client-side mode; each
+server-side mode gets its own server through `launch`. Cells go to a compare folder (kind
+`compare`): cells.jsonl as they finish, compare.json with the verdicts at the end. Resumable."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from oomkit.bench.prepare import request_set_for
+from oomkit.bench.target import Target, profile_target, url_target
+from oomkit.client.chat import ClientOptions
+from oomkit.compare.cells import Cell, GroupJob, run_group
+from oomkit.compare.checks import check_plan, variant_profile
+from oomkit.compare.spec import BASELINE, ExperimentSpec, Mode, Plan, load_experiment, plan_experiment
+from oomkit.compare.verdict import compare_modes
+from oomkit.errors import InputError, UsageError
+from oomkit.fsio import write_json_atomic
+from oomkit.launch import LaunchFailed, Profile, load_profile
+from oomkit.rundir import RunDir, find_run, redact_obj
+from oomkit.workload.requestset import RequestSet, read_request_set
+
+SCHEMA = "oomkit.compare/1"
+REQUEST_SET = "request-set.jsonl"
+
+
+@dataclass(frozen=True)
+class CompareOptions:
+    runs_dir: str = "runs"
+    url: str | None = None
+    """Run against this server instead of launching the profile (client-side modes only)."""
+    resume: str | None = None
+    """A compare folder (path or id) to continue: finished cells are kept, the rest run."""
+    repeats: int | None = None
+    memory: str = "auto"
+    client: ClientOptions = field(default_factory=ClientOptions)
+    on_event: Callable[[str], None] | None = None
+    target: Target | None = None
+    """A server already running from the experiment's profile: the baseline group runs on it."""
+    on_folder: Callable[[RunDir], None] | None = None
+    """Called with the compare folder as soon as it exists (so a caller can resume it)."""
+
+
+@dataclass(frozen=True)
+class CompareResult:
+    run_dir: Path
+    data: dict[str, Any]
+    """What compare.json holds."""
+
+    @property
+    def cells(self) -> list[dict[str, Any]]:
+        return list(self.data["cells"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_dir": str(self.run_dir), **self.data}
+
+
+def _say(opts: CompareOptions, text: str) -> None:
+    if opts.on_event:
+        opts.on_event(text)
+
+
+def _folder(spec: ExperimentSpec, plan: Plan, opts: CompareOptions) -> RunDir:
+    if opts.resume:
+        run = find_run(opts.resume, opts.runs_dir)
+        if run.manifest().get("kind") != "compare":
+            raise InputError(f"{run.path}: not a compare folder (kind {run.manifest().get('kind')!r})")
+        if run.manifest().get("experiment", {}).get("name") != spec.name:
+            raise InputError(f"{run.path} belongs to experiment {run.manifest().get('experiment', {}).get('name')!r}, "
+                             f"not {spec.name!r}", hint="resume with the same experiment file")
+        run.update(state="running")
+        return run
+    run = RunDir.create(opts.runs_dir, spec.name, kind="compare")
+    run.update(experiment=spec.model_dump(mode="json"), experiment_file=spec.source,
+               modes=[m.to_dict() for m in plan.modes], notes=list(plan.notes))
+    return run
+
+
+def _request_set(run: RunDir, spec: ExperimentSpec, target: Target) -> RequestSet:
+    path = run.path / REQUEST_SET
+    if path.is_file():
+        return read_request_set(path)
+    rs, note = request_set_for(spec.path(spec.workload), target)
+    rs.write(run.file(REQUEST_SET, "the request set every cell sends (one materialisation for all servers)"))
+    run.update(request_set_id=rs.id, request_set_note=note)
+    return rs
+
+
+def _groups(plan: Plan) -> list[tuple[Mode | None, tuple[Mode, ...]]]:
+    return [(None, plan.same_server_modes())] + [(m, (m,)) for m in plan.server_modes()]
+
+
+def _pending(modes: tuple[Mode, ...], repeats: int, done: set[tuple[str, int]]) -> bool:
+    return any((m.name, r) not in done for m in modes for r in range(1, repeats + 1))
+
+
+def _run_server(target: Target, server_run: RunDir, run: RunDir, spec: ExperimentSpec, modes: tuple[Mode, ...],
+                repeats: int, done: set[tuple[str, int]], opts: CompareOptions) -> list[Cell]:
+    rs = _request_set(run, spec, target)
+    job = GroupJob(modes, repeats, spec.concurrency, spec.sessions, spec.steps, spec.reset, run.run_id[-4:],
+                   frozenset(done))
+    with run.jsonl("cells.jsonl", "one line per finished cell: mode, repeat, figures") as out:
+        def on_cell(cell: Cell) -> None:
+            out.append(redact_obj(cell.to_dict()))
+            done.add((cell.mode, cell.repeat))
+            _say(opts, f"cell {cell.label}: {cell.requests} requests, {cell.errors} errors, "
+                       f"TTFT p95 {_ms(cell.ttft_ms_p95)}, preemptions {cell.preemptions}, "
+                       f"hit rate {cell.prefix_cache_hit_rate}")
+        return asyncio.run(run_group(target, server_run, rs, job, opts.client, opts.memory, on_cell))
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0f} ms"
+
+
+class _Runner:
+    """Walks the server groups of one experiment, keeping what each launch did."""
+
+    def __init__(self, run: RunDir, spec: ExperimentSpec, profile: Profile, repeats: int, opts: CompareOptions):
+        self.run, self.spec, self.profile, self.repeats, self.opts = run, spec, profile, repeats, opts
+        self.done = {(c["mode"], c["repeat"]) for c in run.read_jsonl("cells.jsonl")}
+        self.launches = self.restarts = 0
+        self.failures = dict(run.manifest().get("launch_failures") or {})
+        self.servers = dict(run.manifest().get("server_runs") or {})
+
+    def cells(self, target: Target, name: str, modes: tuple[Mode, ...]) -> None:
+        self.servers[name] = str(target.run_dir.path) if target.run_dir else None
+        self.run.update(server_runs=self.servers)
+        _run_server(target, target.run_dir or self.run, self.run, self.spec, modes, self.repeats, self.done, self.opts)
+
+    def group(self, server_mode: Mode | None, modes: tuple[Mode, ...]) -> None:
+        if not modes or not _pending(modes, self.repeats, self.done):
+            return
+        name = server_mode.name if server_mode else BASELINE
+        if self.opts.url:
+            return self.cells(url_target(self.opts.url), name, modes)
+        if server_mode is None and self.opts.target is not None:
+            return self.cells(self.opts.target, name, modes)
+        prof = variant_profile(self.profile, server_mode) if server_mode else self.profile
+        _say(self.opts, f"launching the {name} server ({prof.label})")
+        self.launches += 1
+        self.restarts += server_mode is not None  # only server-side modes restart vLLM
+        try:
+            with profile_target(prof, self.opts.runs_dir) as target:  # type: ignore[arg-type]
+                self.cells(target, name, modes)
+        except LaunchFailed as err:
+            if server_mode is None:
+                raise
+            # A variant that does not start is a result (e.g. a max_model_len the pool cannot hold).
+            self.failures[name] = {"run_dir": str(err.result.run_dir), "phase": err.verdict.get("phase"),
+                                   "summary": err.verdict.get("summary"),
+                                   "evidence": err.verdict.get("evidence", [])[:3]}
+            self.run.update(launch_failures=self.failures)
+            _say(self.opts, f"the {name} server did not start: {err.one_line()}")
+
+
+def compare(experiment: ExperimentSpec | str, opts: CompareOptions = CompareOptions(),
+            notes: tuple[str, ...] = ()) -> CompareResult:
+    """Run every cell not yet recorded, then judge each variant against the baseline."""
+    spec = experiment if isinstance(experiment, ExperimentSpec) else load_experiment(experiment)
+    profile = load_profile(spec.path(spec.profile))  # type: ignore[arg-type]
+    plan = check_plan(plan_experiment(spec, dict(profile.args)), profile)
+    plan = replace(plan, notes=plan.notes + tuple(notes))
+    if opts.url and plan.server_modes():
+        names = ", ".join(m.name for m in plan.server_modes())
+        raise UsageError(f"--url runs client-side modes only; {names} change the server",
+                         hint="drop --url so oomkit launches each server from the profile")
+    run = _folder(spec, plan, opts)
+    if opts.on_folder:
+        opts.on_folder(run)
+    began = time.monotonic()
+    runner = _Runner(run, spec, profile, opts.repeats or spec.repeats, opts)
+    try:
+        for server_mode, modes in _groups(plan):
+            runner.group(server_mode, modes)
+    except KeyboardInterrupt:
+        run.finish("interrupted")
+        raise
+    data = _result(run, plan, runner, time.monotonic() - began)
+    write_json_atomic(run.file("compare.json", "the comparison: cells, per-metric verdicts, restarts"), redact_obj(data))
+    run.finish("complete", compare={"server_starts": data["server_starts"], "restarts": data["restarts"],
+                                     "request_set_id": data["request_set_id"]})
+    return CompareResult(run.path, data)
+
+
+def _result(run: RunDir, plan: Plan, runner: _Runner, duration_s: float) -> dict[str, Any]:
+    repeats, failures, servers = runner.repeats, runner.failures, runner.servers
+    cells = _latest_cells(run.read_jsonl("cells.jsonl"))
+    manifest = run.manifest()
+    comparisons = {m.name: [v.to_dict() for v in compare_modes(cells, BASELINE, m.name)]
+                   for m in plan.modes if m.name != BASELINE and m.name not in failures}
+    before = manifest.get("compare") or {}
+    starts = int(before.get("server_starts") or 0) + runner.launches
+    return {"schema": SCHEMA, "experiment": plan.spec.name, "experiment_file": plan.spec.source,
+            "request_set_id": manifest.get("request_set_id"), "repeats": repeats,
+            "baseline": {"profile": plan.spec.path(plan.spec.profile), "concurrency": plan.spec.concurrency,
+                         "sessions": plan.spec.sessions, "steps": plan.spec.steps},
+            "modes": [m.to_dict() for m in plan.modes], "cells": cells, "comparisons": comparisons,
+            "launch_failures": failures, "server_runs": servers, "server_starts": starts,
+            "restarts": int(before.get("restarts") or 0) + runner.restarts,
+            "reset_methods": sorted({c["reset"] for c in cells}), "notes": list(plan.notes),
+            "duration_s": round(duration_s, 2)}
+
+
+def _latest_cells(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One cell per (mode, repeat): a resumed run may have recorded a cell twice; keep the last."""
+    by: dict[tuple[str, int], dict[str, Any]] = {}
+    for c in cells:
+        by[(c["mode"], c["repeat"])] = c
+    return sorted(by.values(), key=lambda c: (c["repeat"], c["started_unix_s"]))

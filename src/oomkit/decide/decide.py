@@ -1,0 +1,148 @@
+"""`decide(runs, requirements)`: the verdict with the rule that fired, its numbers and evidence, the
+checklist item by item and the team's criteria; written to a decision folder (kind `decision`)
+with decision.json and retest.md, the procedure to measure again after a vLLM update."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from oomkit import __version__
+from oomkit.decide.checklist import Item, checklist, retest_item
+from oomkit.decide.evidence import RunEvidence, load_all
+from oomkit.decide.facts import Facts
+from oomkit.decide.requirements import Requirements, load_requirements
+from oomkit.decide.rules import Ctx, apply
+from oomkit.decide.teams import TEAMS, criteria
+from oomkit.errors import UsageError
+from oomkit.fsio import write_json_atomic, write_text_atomic
+from oomkit.rundir import RunDir, redact_obj
+
+SCHEMA = "oomkit.decision/1"
+
+
+@dataclass(frozen=True)
+class DecideOptions:
+    team: str = "production"
+    runs_dir: str = "runs"
+    recipe: str | None = None
+    """A vLLM recipe YAML: its environment check becomes evidence (needs an environment snapshot)."""
+    write: bool = True
+    """Write the decision folder (decision.json, retest.md)."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: str
+    rule: dict[str, str]
+    summary: str
+    numbers: dict[str, Any]
+    evidence: tuple[dict[str, Any], ...]
+    recommendations: tuple[str, ...]
+    team: dict[str, str]
+    criteria: tuple[Item, ...]
+    checklist: tuple[Item, ...]
+    inputs: tuple[dict[str, Any], ...]
+    request_set_id: str | None
+    requirements: dict[str, Any]
+    untested: tuple[str, ...]
+    run_dir: Path | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "oomkit_version": __version__, "verdict": self.verdict, "rule": self.rule,
+                "summary": self.summary, "numbers": self.numbers, "evidence": list(self.evidence),
+                "recommendations": list(self.recommendations), "team": self.team,
+                "criteria": [i.to_dict() for i in self.criteria],
+                "checklist": {i.key: i.status for i in self.checklist},
+                "checklist_items": [i.to_dict() for i in self.checklist], "inputs": list(self.inputs),
+                "request_set_id": self.request_set_id, "requirements": self.requirements,
+                "untested": list(self.untested), "run_dir": str(self.run_dir) if self.run_dir else None, **self.extra}
+
+
+def _recipe_check(facts: Facts, recipe: str | None) -> dict[str, Any] | None:
+    if not recipe:
+        return None
+    from oomkit.env import check_recipe
+    from oomkit.env.model import EnvSnapshot
+
+    snap = facts.env_snapshot()
+    if snap is None:
+        raise UsageError("--recipe needs an environment snapshot in one of the runs (a launch records one)")
+    return check_recipe(recipe, EnvSnapshot.from_dict(snap)).to_dict()
+
+
+def untested(facts: Facts) -> list[str]:
+    out = list((facts.poc() or {}).get("untested", []))
+    for r in facts.compares:
+        out += [n for n in r.compare.get("notes", []) if "skipped" in n]  # type: ignore[union-attr]
+        out += [f"mode {name}: the server did not start ({v.get('phase')})"
+                for name, v in r.compare.get("launch_failures", {}).items()]  # type: ignore[union-attr]
+    for r in facts.imports:
+        out += [f"{r.path}: {n}" for n in r.imported.notes]  # type: ignore[union-attr]
+    cap = facts.capacity()
+    need = facts.req.target_with_reserve()
+    if cap.max_tested is not None and cap.max_tested < need:
+        out.append(f"concurrency above {cap.max_tested:g} (the target with reserve is {need:g})")
+    if not facts.ladders:
+        out.append("the ladder (short request, tools, history growth, concurrency knee)")
+    return list(dict.fromkeys(out))
+
+
+def _retest(facts: Facts, req: Requirements, team: str) -> tuple[str, bool, str]:
+    profile = next((r.manifest.get("profile_file") for r in facts.launches if r.manifest.get("profile_file")), None)
+    sets = [Path(r.path) / "request-set.jsonl" for r in facts.runs if (Path(r.path) / "request-set.jsonl").is_file()]
+    lines = ["# Retest after a vLLM update", "",
+             "Measure again with the same request set and requirements, then compare the verdicts.", ""]
+    ok = bool(profile and Path(profile).is_file() and sets)
+    if ok:
+        cmd = ["oomkit", "investigate", str(profile), "--requirements", str(req.source), "--workload", str(sets[0]),
+               "--team", team]
+        lines += ["```bash", "oomkit env --json > env-after-update.json   # the new stack, for the record",
+                  " ".join(shlex.quote(c) for c in cmd), "```", ""]
+        why = f"{profile} with {sets[0]}"
+    else:
+        why = "the profile file or the request set of these runs is not on disk: the retest cannot be replayed"
+        lines += [f"Not replayable: {why}."]
+    lines += ["Compare: verdict, rule, capacity_concurrency and headroom_pct in decision.json; peak memory, "
+              "TTFT p95 and errors per cell. A change of more than the repeat spread is a regression."]
+    return "\n".join(lines) + "\n", ok, why
+
+
+def decide(refs: list[str], requirements: Requirements | str, opts: DecideOptions = DecideOptions()) -> Decision:
+    if opts.team not in TEAMS:
+        raise UsageError(f"--team {opts.team!r}: one of {', '.join(TEAMS)}")
+    req = requirements if isinstance(requirements, Requirements) else load_requirements(requirements)
+    runs, set_id = load_all(refs, opts.runs_dir)
+    facts = Facts(runs, req, set_id)
+    facts.recipe_check = _recipe_check(facts, opts.recipe)
+    team = TEAMS[opts.team]
+    crit = criteria(facts, team)
+    rule, fired = apply(facts, Ctx(team, crit))
+    run = RunDir.create(opts.runs_dir, "decision", kind="decision") if opts.write else None
+    text, ok, why = _retest(facts, req, team.name)
+    retest_path = run.file("retest.md", "how to measure again after a vLLM update") if run else None
+    if retest_path:
+        write_text_atomic(retest_path, text)
+    items = checklist(facts) + [retest_item(str(retest_path) if retest_path else None, ok and run is not None, why)]
+    decision = Decision(
+        fired.verdict, {"id": rule.id, "text": rule.text, "source": rule.source}, fired.summary, fired.numbers,
+        fired.evidence, fired.recommendations, {"name": team.name, "asks": team.asks, "source": team.source},
+        tuple(crit), tuple(items), tuple(r.to_dict() for r in _inputs(runs)), set_id, req.to_dict(),
+        tuple(untested(facts)), run.path if run else None,
+        {"capacity": facts.capacity().to_dict(), "recipe_check": facts.recipe_check})
+    if run:
+        write_json_atomic(run.file("decision.json", "the verdict, rule, numbers, evidence, checklist"),
+                          redact_obj(decision.to_dict()))
+        run.finish("complete", decision={"verdict": decision.verdict, "rule": rule.id, "team": team.name},
+                   inputs=[r.path for r in runs])
+    return decision
+
+
+def _inputs(runs: list[RunEvidence]) -> list[RunEvidence]:
+    out: list[RunEvidence] = []
+    for r in runs:
+        out += [r, *r.servers]
+    return out

@@ -1,0 +1,173 @@
+"""What the evidence says, computed once for the rules, the checklist and the team criteria:
+launches and their verdicts, the ladder, the comparisons, and the measured concurrency capacity."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from oomkit.decide.evidence import RunEvidence
+from oomkit.decide.requirements import Requirements
+
+LOAD_PHASES = ("weight_loading", "memory_profiling")
+ENV_PHASES = ("environment", "network_communication")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured concurrency level: did it hold (no errors, no preemptions, SLOs met)?"""
+
+    concurrency: float
+    ok: bool
+    why: str
+    source: str
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"concurrency": self.concurrency, "ok": self.ok, "why": self.why, "source": self.source,
+                "figures": self.figures}
+
+
+@dataclass(frozen=True)
+class Capacity:
+    last_good: float | None
+    """The highest concurrency that held, below the first one that did not."""
+    first_bad: float | None
+    max_tested: float | None
+    points: tuple[Point, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"last_good": self.last_good, "first_bad": self.first_bad, "max_tested": self.max_tested,
+                "points": [p.to_dict() for p in self.points]}
+
+
+class Facts:
+    def __init__(self, runs: list[RunEvidence], req: Requirements | None, request_set_id: str | None,
+                 recipe_check: dict[str, Any] | None = None):
+        self.runs, self.req, self.request_set_id, self.recipe_check = runs, req, request_set_id, recipe_check
+        self.launches = [r for r in self._all() if r.launched]
+        self.ladders = [r for r in runs if r.ladder]
+        self.compares = [r for r in runs if r.compare]
+        self.benches = [r for r in runs if r.bench]
+        self.imports = [r for r in runs if r.imported]
+
+    def _all(self) -> list[RunEvidence]:
+        """Every folder once: a compare's server may be a ladder run given on its own too."""
+        seen: dict[str, RunEvidence] = {}
+        for r in self.runs:
+            for x in (r, *r.servers):
+                seen.setdefault(x.path, x)
+        return list(seen.values())
+
+    # -- launches ----------------------------------------------------------------------------
+    def verdicts(self) -> list[tuple[RunEvidence, dict[str, Any]]]:
+        return [(r, r.manifest.get("verdict") or {}) for r in self.launches]
+
+    def failed_launches(self, phases: tuple[str, ...]) -> list[tuple[RunEvidence, dict[str, Any]]]:
+        return [(r, v) for r, v in self.verdicts() if v.get("phase") in phases and not r.manifest.get("ready")]
+
+    def ready_launches(self) -> list[RunEvidence]:
+        return [r for r in self.launches if r.manifest.get("ready")]
+
+    def env_snapshot(self) -> dict[str, Any] | None:
+        for r in self.launches:
+            snap = r.manifest.get("env_snapshot")
+            if isinstance(snap, dict) and "error" not in snap:
+                return snap
+        return None
+
+    def figures(self) -> dict[str, Any]:
+        for r in self.launches:
+            if r.manifest.get("figures"):
+                return dict(r.manifest["figures"])
+        return {}
+
+    def profile_args(self) -> dict[str, Any]:
+        for r in self.launches:
+            if (r.manifest.get("profile") or {}).get("args") is not None:
+                return dict(r.manifest["profile"]["args"])
+        return {}
+
+    # -- ladder ------------------------------------------------------------------------------
+    def ladder(self) -> tuple[RunEvidence, dict[str, Any]] | tuple[None, None]:
+        return (self.ladders[0], self.ladders[0].ladder) if self.ladders else (None, None)  # type: ignore[return-value]
+
+    def step(self, name: str) -> dict[str, Any] | None:
+        _, lad = self.ladder()
+        return next((s for s in (lad or {}).get("steps", []) if s["name"] == name), None)
+
+    def poc(self) -> dict[str, Any] | None:
+        _, lad = self.ladder()
+        return (lad or {}).get("poc")
+
+    # -- compare -----------------------------------------------------------------------------
+    def compare(self) -> tuple[RunEvidence, dict[str, Any]] | tuple[None, None]:
+        return (self.compares[0], self.compares[0].compare) if self.compares else (None, None)  # type: ignore[return-value]
+
+    def mode_cells(self, mode: str) -> list[dict[str, Any]]:
+        _, comp = self.compare()
+        return [c for c in (comp or {}).get("cells", []) if c["mode"] == mode]
+
+    def mode(self, name: str) -> dict[str, Any] | None:
+        _, comp = self.compare()
+        return next((m for m in (comp or {}).get("modes", []) if m["name"] == name), None)
+
+    # -- capacity ----------------------------------------------------------------------------
+    def slo_breach(self, ttft_p95: float | None, latency_p95: float | None) -> str | None:
+        if self.req is None:  # a report of runs without requirements: errors and preemptions only
+            return None
+        slo = self.req.slo
+        if ttft_p95 is not None and ttft_p95 > slo.ttft_p95_ms:
+            return f"TTFT p95 {ttft_p95:.0f} ms > SLO {slo.ttft_p95_ms:g} ms"
+        if latency_p95 is not None and latency_p95 > slo.e2e_p95_ms:
+            return f"e2e p95 {latency_p95:.0f} ms > SLO {slo.e2e_p95_ms:g} ms"
+        return None
+
+    def _judge(self, c: float, errors: float, preempt: float | None, ttft: float | None, lat: float | None,
+               source: str, figures: dict[str, Any]) -> Point:
+        if errors:
+            return Point(c, False, f"{errors:g} errors", source, figures)
+        if preempt:
+            return Point(c, False, f"{preempt:g} preemptions (the KV cache ran out)", source, figures)
+        breach = self.slo_breach(ttft, lat)
+        return Point(c, breach is None, breach or "no errors, no preemptions, SLOs met", source, figures)
+
+    def points(self) -> list[Point]:
+        out: list[Point] = []
+        run, lad = self.ladder()
+        for s in (lad or {}).get("steps", []):
+            if s["name"] != "concurrency":
+                continue
+            for rung in s["detail"].get("rungs", []):
+                d = rung["detail"]
+                out.append(self._judge(rung["concurrency"], d.get("errors") or 0, d.get("preemptions"),
+                                       d.get("ttft_ms_p95"), d.get("latency_ms_p95"),
+                                       f"{run.file('ladder.json')}: concurrency rung c={rung['concurrency']}", d))
+        crun, _ = self.compare()
+        for mode in ("baseline", "lower-concurrency"):
+            for cell in self.mode_cells(mode):
+                out.append(self._judge(cell["concurrency"], cell["errors"], cell.get("preemptions"),
+                                       cell.get("ttft_ms_p95"), cell.get("latency_ms_p95"),
+                                       f"{crun.file('compare.json')}: cell {cell['label']}", _cell_figures(cell)))
+        for r in self.imports:
+            for p in r.imported.points:  # type: ignore[union-attr]
+                if p.concurrency is None:
+                    continue
+                out.append(self._judge(p.concurrency, p.errors, None, p.ttft_ms_p95 or p.ttft_ms_p99,
+                                       p.latency_ms_p95 or p.latency_ms_p99, f"{r.path}: {p.label}", p.to_dict()))
+        return out
+
+    def capacity(self) -> Capacity:
+        pts = self.points()
+        if not pts:
+            return Capacity(None, None, None, ())
+        bad = [p.concurrency for p in pts if not p.ok]
+        first_bad = min(bad) if bad else None
+        good = [p.concurrency for p in pts if p.ok and (first_bad is None or p.concurrency < first_bad)]
+        return Capacity(max(good) if good else None, first_bad, max(p.concurrency for p in pts), tuple(pts))
+
+
+def _cell_figures(cell: dict[str, Any]) -> dict[str, Any]:
+    keys = ("concurrency", "requests", "errors", "preemptions", "ttft_ms_p95", "latency_ms_p95", "session_ms_p95",
+            "peak_memory_bytes", "max_kv_usage", "prefix_cache_hit_rate", "agent_success_share")
+    return {k: cell.get(k) for k in keys}

@@ -1,0 +1,151 @@
+"""Evidence from other load tools, next to oomkit's own runs: `vllm bench serve --save-result`
+JSON and GuideLLM `benchmarks.json`. Each becomes load points (one per concurrency level) with the
+same figure names oomkit uses; percentiles the tool did not save are None, never guessed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from oomkit.errors import InputError
+
+VLLM_BENCH, GUIDELLM = "vllm bench serve", "guidellm"
+
+
+@dataclass(frozen=True)
+class LoadPoint:
+    label: str
+    concurrency: float | None
+    """Closed-loop concurrency (max_concurrency / concurrent streams); None for rate-driven loads."""
+    request_rate: float | None
+    requests: int
+    errors: int
+    ttft_ms_p50: float | None
+    ttft_ms_p95: float | None
+    ttft_ms_p99: float | None
+    latency_ms_p50: float | None
+    latency_ms_p95: float | None
+    latency_ms_p99: float | None
+    output_tokens_per_s: float | None
+    duration_s: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ImportedRun:
+    tool: str
+    path: str
+    request_set_id: str
+    """A fingerprint of the tool's dataset settings: runs with other data are another request set."""
+    model: str | None
+    points: tuple[LoadPoint, ...]
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tool": self.tool, "path": self.path, "request_set_id": self.request_set_id, "model": self.model,
+                "points": [p.to_dict() for p in self.points], "notes": list(self.notes)}
+
+
+def _fingerprint(tool: str, data: Any) -> str:
+    text = json.dumps(data, sort_keys=True, default=str)
+    return f"{tool.split()[0]}:{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+def _num(d: dict[str, Any], key: str) -> float | None:
+    v = d.get(key)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+# Keys of `vllm bench serve` that describe what was sent (vllm/benchmarks/serve.py, datasets/).
+VLLM_DATASET_KEYS = ("dataset_name", "dataset_path", "num_prompts", "random_input_len", "random_output_len",
+                     "random_range_ratio", "random_prefix_len", "seed", "tokenizer_id", "input_lens")
+
+
+def from_vllm_bench(data: dict[str, Any], path: str) -> ImportedRun:
+    for key in ("completed", "mean_ttft_ms", "duration"):
+        if key not in data:
+            raise InputError(f"{path}: not a `vllm bench serve --save-result` file (no {key!r})")
+    failed = int(data.get("failed") or 0)
+    completed = int(data["completed"])
+    rate = data.get("request_rate")
+    point = LoadPoint(
+        label=str(data.get("label") or f"max_concurrency={data.get('max_concurrency')}"),
+        concurrency=_num(data, "max_concurrency"), request_rate=None if rate in (None, "inf") else _num(data, "request_rate"),
+        requests=completed + failed, errors=failed,
+        ttft_ms_p50=_num(data, "median_ttft_ms"), ttft_ms_p95=_num(data, "p95_ttft_ms"), ttft_ms_p99=_num(data, "p99_ttft_ms"),
+        latency_ms_p50=_num(data, "median_e2el_ms"), latency_ms_p95=_num(data, "p95_e2el_ms"),
+        latency_ms_p99=_num(data, "p99_e2el_ms"), output_tokens_per_s=_num(data, "output_throughput"),
+        duration_s=_num(data, "duration"))
+    notes = []
+    if point.ttft_ms_p95 is None:
+        notes.append("no p95 saved: rerun with --metric-percentiles 50,95,99 --percentile-metrics ttft,tpot,itl,e2el")
+    sent = {k: data.get(k) for k in VLLM_DATASET_KEYS if k in data}
+    if "input_lens" not in sent:
+        notes.append("dataset fingerprint from its settings only (save with --save-detailed for the prompt lengths)")
+    return ImportedRun(VLLM_BENCH, path, _fingerprint(VLLM_BENCH, sent), data.get("model_id"), (point,), tuple(notes))
+
+
+def _dist(metrics: dict[str, Any], key: str, scale: float = 1.0) -> tuple[float | None, float | None, float | None]:
+    ok = ((metrics.get(key) or {}).get("successful") or {})
+    pct = ok.get("percentiles") or {}
+    def get(name: str) -> float | None:
+        v = pct.get(name)
+        return None if v is None else float(v) * scale
+    return get("p50"), get("p95"), get("p99")
+
+
+def _guidellm_point(b: dict[str, Any], index: int) -> LoadPoint:
+    strategy = ((b.get("config") or {}).get("strategy") or {})
+    kind = strategy.get("type_") or strategy.get("type") or "unknown"
+    m = b.get("metrics") or {}
+    totals = m.get("request_totals") or {}
+    ttft = _dist(m, "time_to_first_token_ms")
+    latency = _dist(m, "request_latency", 1000.0)  # GuideLLM's request_latency is in seconds
+    out_rate = ((m.get("output_tokens_per_second") or {}).get("successful") or {}).get("mean")
+    streams = strategy.get("streams") if kind == "concurrent" else (1 if kind == "synchronous" else None)
+    sched = b.get("scheduler_metrics") or {}
+    start, end = sched.get("measure_start_time"), sched.get("measure_end_time")
+    return LoadPoint(
+        label=f"{kind}" + (f"@{streams}" if streams else f"@{strategy.get('rate')}" if strategy.get("rate") else "")
+              + f" (#{index})",
+        concurrency=float(streams) if streams else None, request_rate=strategy.get("rate"),
+        requests=int(totals.get("total") or 0), errors=int(totals.get("errored") or 0),
+        ttft_ms_p50=ttft[0], ttft_ms_p95=ttft[1], ttft_ms_p99=ttft[2],
+        latency_ms_p50=latency[0], latency_ms_p95=latency[1], latency_ms_p99=latency[2],
+        output_tokens_per_s=float(out_rate) if out_rate is not None else None,
+        duration_s=(float(end) - float(start)) if start is not None and end is not None else None)
+
+
+def from_guidellm(data: dict[str, Any], path: str) -> ImportedRun:
+    benchmarks = data.get("benchmarks")
+    if not isinstance(benchmarks, list) or not benchmarks:
+        raise InputError(f"{path}: not a GuideLLM benchmarks.json (no benchmarks list)")
+    points = tuple(_guidellm_point(b, i) for i, b in enumerate(benchmarks))
+    config = data.get("config") or {}
+    sent = {k: config.get(k) for k in ("data", "data_args", "data_samples", "processor", "random_seed") if k in config}
+    model = (config.get("model") if isinstance(config.get("model"), str) else None)
+    notes = () if sent else ("the report has no data settings: every GuideLLM import counts as one request set",)
+    return ImportedRun(GUIDELLM, path, _fingerprint(GUIDELLM, sent), model, points, notes)
+
+
+def read_import(path: str | os.PathLike[str]) -> ImportedRun:
+    """A `vllm bench serve` result or a GuideLLM report, recognised by its content."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InputError(f"{p}: not a JSON result file ({err})") from None
+    if isinstance(data, dict) and "benchmarks" in data:
+        return from_guidellm(data, str(p))
+    if isinstance(data, dict) and "mean_ttft_ms" in data:
+        return from_vllm_bench(data, str(p))
+    raise InputError(f"{p}: neither a `vllm bench serve --save-result` JSON nor a GuideLLM benchmarks.json",
+                     hint="give an oomkit run folder, or one of those two result files")

@@ -1,0 +1,227 @@
+"""`oomkit investigate PROFILE --requirements R.yaml`: env -> launch -> ladder -> the cache-vs-context
+comparisons -> decide -> report, in one command. The ladder and the comparison's baseline share one
+server; only server-side modes restart vLLM. Every stage is recorded in an investigation folder,
+so `--resume` continues where a stopped run left off."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from oomkit.bench.prepare import request_set_for
+from oomkit.bench.progress import NoProgress, Progress
+from oomkit.bench.target import Target, profile_target
+from oomkit.client.chat import ClientOptions
+from oomkit.compare import CompareOptions, cache_vs_context, compare
+from oomkit.decide import DecideOptions, decide, load_requirements
+from oomkit.decide.requirements import Requirements
+from oomkit.errors import InputError
+from oomkit.fsio import write_json_atomic
+from oomkit.ladder import LadderOptions
+from oomkit.ladder.run import run_steps
+from oomkit.launch import LaunchFailed, load_profile
+from oomkit.report import render
+from oomkit.rundir import RunDir, find_run, redact_obj
+
+STAGES = ("env", "ladder", "compare", "decision", "report")
+# Steps before the concurrency rungs: a ladder that stops there has no capacity to compare.
+EARLY_STEPS = ("short_request", "tool_call", "agent_steps", "history_doubling")
+
+
+@dataclass(frozen=True)
+class InvestigateOptions:
+    workload: str | None = None
+    """Workload YAML or request set; default: the requirements' `workload:`, else the built-in agent."""
+    team: str = "production"
+    repeats: int = 2
+    runs_dir: str = "runs"
+    resume: str | None = None
+    recipe: str | None = None
+    memory: str = "auto"
+    client: ClientOptions = field(default_factory=ClientOptions)
+    on_event: Callable[[str], None] | None = None
+    progress: Progress = field(default_factory=NoProgress)
+
+
+@dataclass(frozen=True)
+class InvestigateResult:
+    run_dir: Path
+    verdict: str
+    rule: str
+    summary: str
+    checklist: dict[str, str]
+    report_html: str
+    run_dirs: dict[str, Any]
+    timings_s: dict[str, float]
+    server_starts: int
+    restarts: int
+    decision: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["run_dir"] = str(self.run_dir)
+        return out
+
+
+class _State:
+    """The investigation folder's manifest: which stages are done and where their folders are."""
+
+    def __init__(self, run: RunDir):
+        self.run = run
+        m = run.manifest()
+        self.stages: dict[str, Any] = dict(m.get("stages") or {})
+        self.timings: dict[str, float] = dict(m.get("timings_s") or {})
+        self.starts = int(m.get("server_starts") or 0)
+
+    def done(self, stage: str, value: Any, began: float) -> None:
+        self.stages[stage] = value
+        self.timings[stage] = round(self.timings.get(stage, 0.0) + time.monotonic() - began, 2)
+        self.save()
+
+    def save(self) -> None:
+        self.run.update(stages=self.stages, timings_s=self.timings, server_starts=self.starts)
+
+
+def _say(opts: InvestigateOptions, text: str) -> None:
+    if opts.on_event:
+        opts.on_event(text)
+
+
+def _folder(profile: str, req: Requirements, opts: InvestigateOptions) -> RunDir:
+    if opts.resume:
+        run = find_run(opts.resume, opts.runs_dir)
+        inv = run.manifest().get("investigation") or {}
+        if run.manifest().get("kind") != "investigation":
+            raise InputError(f"{run.path}: not an investigation folder")
+        if inv.get("profile") != str(Path(profile).resolve()):
+            raise InputError(f"{run.path} investigated {inv.get('profile')}, not {profile}",
+                             hint="resume with the same profile, or start a new investigation")
+        run.update(state="running")
+        return run
+    run = RunDir.create(opts.runs_dir, f"investigate-{req.name}", kind="investigation")
+    run.update(investigation={"profile": str(Path(profile).resolve()), "requirements": req.source,
+                              "team": opts.team, "repeats": opts.repeats, "workload": opts.workload})
+    return run
+
+
+def _env(state: _State, opts: InvestigateOptions) -> None:
+    if "env" in state.stages:
+        return
+    began = time.monotonic()
+    from oomkit.env import take_snapshot
+
+    snap = take_snapshot().to_dict()
+    path = state.run.file("env.json", "the environment snapshot taken before the launch")
+    write_json_atomic(path, redact_obj(snap))
+    _say(opts, f"env: {((snap.get('software') or {}).get('vllm_distribution'))} "
+               f"{(snap.get('software') or {}).get('vllm_version')}, {len(snap.get('gpus') or [])} GPU(s)")
+    state.done("env", str(path), began)
+
+
+def ladder_options(req: Requirements) -> LadderOptions:
+    """No need to search above the target with its reserve: that is the question."""
+    return LadderOptions(max_concurrency=max(2, math.ceil(req.target_with_reserve())),
+                         max_prompt_tokens=None, slos={"ttft_ms": req.slo.ttft_p95_ms,
+                                                       "latency_ms": req.slo.e2e_p95_ms})
+
+
+def _ladder(target: Target, state: _State, workload: str | None, req: Requirements, opts: InvestigateOptions) -> dict[str, Any]:
+    began = time.monotonic()
+    run = target.run_dir
+    assert run is not None
+    rs, note = request_set_for(workload, target)
+    rs.write(run.file("request-set.jsonl", "the requests sent (reuse it with --workload for an identical rerun)"))
+    lopts = ladder_options(req)
+    run.update(ladder={"workload": workload, "request_set_id": rs.id, "options": lopts.__dict__},
+               target=target.describe())
+    _say(opts, f"ladder on {target.base_url} (up to {lopts.max_concurrency} concurrent dialogs)")
+    result = asyncio.run(run_steps(target, run, rs, lopts, opts.client, opts.memory, opts.progress,
+                                   (note,) if note else ()))
+    state.done("ladder", {"run_dir": str(run.path), "stopped_at": result.stopped_at,
+                          "knee": result.knee.to_dict() if result.knee else None}, began)
+    return state.stages["ladder"]
+
+
+def _compare(state: _State, profile: str, req: Requirements, target: Target | None,
+             opts: InvestigateOptions) -> None:
+    ladder = state.stages["ladder"]
+    if ladder.get("stopped_at") in EARLY_STEPS:
+        state.done("compare", {"skipped": f"the ladder stopped at {ladder['stopped_at']}"}, time.monotonic())
+        return
+    began = time.monotonic()
+    request_set = str(Path(ladder["run_dir"]) / "request-set.jsonl")
+    preset = cache_vs_context(profile, request_set, req.concurrent_dialogs, opts.repeats,
+                              steps=req.agent_steps_per_dialog)
+    previous = (state.stages.get("compare_folder") or None)
+
+    def remember(folder: RunDir) -> None:
+        state.stages["compare_folder"] = str(folder.path)
+        state.save()
+
+    copts = CompareOptions(runs_dir=opts.runs_dir, resume=previous, memory=opts.memory, client=opts.client,
+                           on_event=opts.on_event, target=target, on_folder=remember)
+    result = compare(preset.spec, copts, notes=preset.notes)
+    state.done("compare", {"run_dir": str(result.run_dir), "restarts": result.data["restarts"],
+                           "server_starts": result.data["server_starts"]}, began)
+
+
+def _measure(profile: str, req: Requirements, state: _State, opts: InvestigateOptions) -> None:
+    workload = opts.workload or req.workload_path()
+    if "ladder" not in state.stages:
+        began = time.monotonic()
+        state.starts += 1
+        state.save()
+        try:
+            with profile_target(profile, opts.runs_dir) as target:
+                state.timings["launch"] = round(time.monotonic() - began, 2)
+                _ladder(target, state, workload, req, opts)
+                if "compare" not in state.stages:
+                    _compare(state, profile, req, target if target.alive and target.alive() else None, opts)
+        except LaunchFailed as err:
+            _say(opts, f"launch failed: {err.one_line()}")
+            state.done("ladder", {"run_dir": str(err.result.run_dir), "launch_failed": True,
+                                  "stopped_at": "launch"}, began)
+            state.done("compare", {"skipped": "the server did not start"}, time.monotonic())
+    if "compare" not in state.stages:
+        _compare(state, profile, req, None, opts)
+
+
+def _evidence_runs(state: _State) -> list[str]:
+    runs = [state.stages["ladder"]["run_dir"]]
+    comp = state.stages.get("compare") or {}
+    if comp.get("run_dir"):
+        runs.append(comp["run_dir"])
+    return runs
+
+
+def investigate(profile: str, requirements: str, opts: InvestigateOptions = InvestigateOptions()) -> InvestigateResult:
+    load_profile(profile)  # fail on a bad profile before any stage runs
+    req = load_requirements(requirements)
+    state = _State(_folder(profile, req, opts))
+    _say(opts, f"investigation folder {state.run.path}")
+    try:
+        _env(state, opts)
+        _measure(profile, req, state, opts)
+    except KeyboardInterrupt:
+        state.run.finish("interrupted")
+        raise
+    began = time.monotonic()
+    decision = decide(_evidence_runs(state), req, DecideOptions(opts.team, opts.runs_dir, opts.recipe))
+    state.done("decision", str(decision.run_dir), began)
+    began = time.monotonic()
+    html = render(str(decision.run_dir), "html", runs_dir=opts.runs_dir)
+    state.done("report", str(html), began)
+    comp = state.stages.get("compare") or {}
+    restarts, starts = int(comp.get("restarts") or 0), state.starts + int(comp.get("server_starts") or 0)
+    run_dirs = {"investigation": str(state.run.path), "ladder": state.stages["ladder"]["run_dir"],
+                "compare": (state.stages.get("compare") or {}).get("run_dir"), "decision": str(decision.run_dir)}
+    result = InvestigateResult(state.run.path, decision.verdict, decision.rule["id"], decision.summary,
+                               {i.key: i.status for i in decision.checklist}, str(html), run_dirs, state.timings,
+                               starts, restarts, decision.to_dict())
+    state.run.finish("complete", result={k: v for k, v in result.to_dict().items() if k != "decision"})
+    return result

@@ -1,0 +1,70 @@
+"""One ladder step's row: what the table and `--json` show."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from oomkit.bench.engine import Window
+from oomkit.bench.failure import Failure
+from oomkit.bench.stats import percentile
+
+
+@dataclass(frozen=True)
+class StepResult:
+    name: str
+    ok: bool
+    phase: str
+    """The failure's phase; cache_pressure when preemptions were seen; healthy otherwise."""
+    peak_memory_bytes: int | None
+    max_kv_usage: float | None
+    preemptions: float | None
+    ttft_ms_p50: float | None
+    ttft_ms_p95: float | None
+    latency_ms_p95: float | None
+    errors: int
+    requests: int
+    duration_s: float
+    notes: tuple[str, ...] = ()
+    detail: dict[str, Any] = field(default_factory=dict)
+    failure: Failure | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        r = _round
+        return {"name": self.name, "ok": self.ok, "phase": self.phase, "peak_memory_bytes": self.peak_memory_bytes,
+                "max_kv_usage": r(self.max_kv_usage), "preemptions": r(self.preemptions),
+                "ttft_ms_p50": r(self.ttft_ms_p50), "ttft_ms_p95": r(self.ttft_ms_p95),
+                "latency_ms_p95": r(self.latency_ms_p95), "errors": self.errors, "requests": self.requests,
+                "duration_s": r(self.duration_s), "notes": list(self.notes), "detail": self.detail,
+                "failure": self.failure.to_dict() if self.failure else None}
+
+
+def _round(v: Any) -> Any:
+    return round(v, 3) if isinstance(v, float) else v
+
+
+def _max(values: list[Any]) -> Any:
+    seen = [v for v in values if v is not None]
+    return max(seen) if seen else None
+
+
+def _sum(values: list[Any]) -> Any:
+    seen = [v for v in values if v is not None]
+    return sum(seen) if seen else None
+
+
+def from_windows(name: str, windows: list[Window], ok: bool, failure: Failure | None = None,
+                 notes: tuple[str, ...] = (), detail: dict[str, Any] | None = None) -> StepResult:
+    records = [r for w in windows for r in w.records]
+    good = [r for r in records if r.ok]
+    ttft = [r.ttft_ms for r in good if r.ttft_ms is not None]
+    latency = [r.latency_ms for r in good if r.latency_ms is not None]
+    preemptions = _sum([w.deltas.preemptions for w in windows])
+    phase = failure.phase if failure else ("cache_pressure" if preemptions else "healthy")
+    return StepResult(
+        name=name, ok=ok and failure is None, phase=phase,
+        peak_memory_bytes=_max([w.peak_memory_bytes for w in windows]),
+        max_kv_usage=_max([w.deltas.max_kv_usage for w in windows]), preemptions=preemptions,
+        ttft_ms_p50=percentile(ttft, 50), ttft_ms_p95=percentile(ttft, 95), latency_ms_p95=percentile(latency, 95),
+        errors=len(records) - len(good), requests=len(records), duration_s=sum(w.duration_s for w in windows),
+        notes=notes, detail=detail or {}, failure=failure)

@@ -1,0 +1,22 @@
+"""Start and stop a background sampling loop (shared by the /metrics scraper and memory sampler)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+
+def start_loop(loop: Callable[[], Coroutine[Any, Any, None]]) -> asyncio.Task[None]:
+    return asyncio.create_task(loop())
+
+
+async def stop_loop(task: asyncio.Task[None] | None) -> None:
+    """Cancel the loop and wait for it; returns None so callers can write `self._task = await ...`."""
+    if task is None:
+        return None
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return None

@@ -1,0 +1,122 @@
+"""The report's content, from a decision folder (its decision and the runs it weighed) or from one
+run folder (no verdict yet): plain data that every format renders the same way."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from oomkit.decide.evidence import RunEvidence, read_evidence
+from oomkit.decide.facts import Facts
+from oomkit.decide.requirements import parse_requirements
+from oomkit.errors import InputError
+from oomkit.fsio import read_jsonl
+
+SCHEMA = "oomkit.report/1"
+KV_NAMES = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+PREEMPT_NAMES = ("vllm:num_preemptions_total", "vllm:num_preemptions")
+_KEY = re.compile(r"^([^{]+)")
+
+
+def _sum_metric(samples: dict[str, float], names: tuple[str, ...]) -> float | None:
+    for name in names:
+        vals = [v for k, v in samples.items() if (m := _KEY.match(k)) and m.group(1) == name]
+        if vals:
+            return float(sum(vals))
+    return None
+
+
+def timeline(run: RunEvidence) -> list[dict[str, Any]]:
+    """KV usage and cumulative preemptions from one folder's metrics.jsonl, seconds from its start."""
+    rows = read_jsonl(Path(run.path) / "metrics.jsonl")
+    if not rows:
+        return []
+    t0 = rows[0].get("t_unix_s") or 0.0
+    base: float | None = None
+    out = []
+    for r in rows:
+        samples = r.get("samples") or {}
+        pre = _sum_metric(samples, PREEMPT_NAMES)
+        base = pre if base is None and pre is not None else base
+        out.append({"t_s": round((r.get("t_unix_s") or t0) - t0, 2), "label": r.get("label"),
+                    "kv_usage": _sum_metric(samples, KV_NAMES),
+                    "preemptions": None if pre is None or base is None else pre - base})
+    return out
+
+
+def _environment(facts: Facts) -> dict[str, Any]:
+    launch = facts.launches[0].manifest if facts.launches else {}
+    snap = facts.env_snapshot() or {}
+    sw, host, drv = snap.get("software") or {}, snap.get("host") or {}, snap.get("driver") or {}
+    return {"vllm": f"{sw.get('vllm_distribution') or 'vllm'} {sw.get('vllm_version') or launch.get('vllm_version') or '?'}",
+            "torch": sw.get("torch_version"), "build": sw.get("cuda_flavour"), "driver": drv.get("driver_version"),
+            "gpus": [f"{g.get('name')} ({(g.get('memory_total_bytes') or 0) / 2**30:.0f} GiB)" for g in snap.get("gpus") or []],
+            "gpu_note": snap.get("gpu_note"), "cpu": host.get("cpu_model"), "cpus": host.get("cpu_count"),
+            "ram_gib": round((host.get("ram_total_bytes") or 0) / 2**30, 1) or None,
+            "command": launch.get("command") or [], "profile_file": launch.get("profile_file"),
+            "ready_s": launch.get("ready_s"), "figures": launch.get("figures") or {}}
+
+
+def _hit_rates(facts: Facts) -> list[dict[str, Any]]:
+    _, comp = facts.compare()
+    out = []
+    for mode in (comp or {}).get("modes", []):
+        cells = [c for c in facts.mode_cells(mode["name"]) if c.get("prefix_cache_hit_rate") is not None]
+        if cells:
+            rates = [c["prefix_cache_hit_rate"] for c in cells]
+            out.append({"mode": mode["name"], "hit_rate": sum(rates) / len(rates), "min": min(rates), "max": max(rates),
+                        "factor": mode.get("factor"), "value": mode.get("value")})
+    return out
+
+
+def _modes(facts: Facts) -> list[dict[str, Any]]:
+    crun, comp = facts.compare()
+    if comp is None:
+        return []
+    rows = []
+    for mode in comp["modes"]:
+        cells = facts.mode_cells(mode["name"])
+        verdicts = {v["metric"]: v["verdict"] for v in comp["comparisons"].get(mode["name"], [])}
+        rows.append({"mode": mode["name"], "factor": mode.get("factor"), "value": mode.get("value"),
+                     "side": mode.get("side"), "cells": len(cells), "notes": mode.get("notes", []),
+                     "figures": {k: [c.get(k) for c in cells] for k in
+                                 ("concurrency", "peak_memory_bytes", "prefix_cache_hit_rate", "ttft_ms_p95",
+                                  "latency_ms_p95", "session_ms_p95", "preemptions", "errors", "agent_success_share")},
+                     "verdicts": verdicts})
+    return rows
+
+
+def build(facts: Facts, decision: dict[str, Any] | None, source: str) -> dict[str, Any]:
+    points = [p.to_dict() for p in facts.capacity().points]
+    folders = {r.path: r for r in facts.ladders + [s for c in facts.compares for s in c.servers]}
+    timelines = [{"run": path, "points": timeline(r)} for path, r in folders.items()]
+    untested = (decision or {}).get("untested") or list((facts.poc() or {}).get("untested", []))
+    return {"schema": SCHEMA, "source": source, "decision": decision, "environment": _environment(facts),
+            "load_points": points, "hit_rates": _hit_rates(facts), "modes": _modes(facts),
+            "timelines": [t for t in timelines if t["points"]], "untested": untested,
+            "runs": [r.to_dict() for r in facts.runs], "request_set_id": facts.request_set_id}
+
+
+def report_data(ref: str, runs_dir: str = "runs") -> dict[str, Any]:
+    """The report of a decision folder or of one run folder (path, id or prefix)."""
+    run = read_evidence(ref, runs_dir)
+    if run.kind == "import":
+        facts = Facts([run], None, run.request_set_id)
+        return build(facts, None, run.path)
+    decision_file = Path(run.path) / "decision.json"
+    if run.manifest.get("kind") == "decision":
+        if not decision_file.is_file():
+            raise InputError(f"{run.path}: a decision folder without decision.json", hint="run oomkit decide again")
+        decision = json.loads(decision_file.read_text(encoding="utf-8"))
+        inputs = [read_evidence(i["path"]) for i in decision.get("inputs", []) if not _is_server(i, decision)]
+        req = parse_requirements(decision["requirements"], "decision.json requirements")
+        facts = Facts(inputs, req, decision.get("request_set_id"))
+        return build(facts, decision, run.path)
+    return build(Facts([run], None, run.request_set_id), None, run.path)
+
+
+def _is_server(item: dict[str, Any], decision: dict[str, Any]) -> bool:
+    # Compare folders list their server runs as inputs too; reading the compare folder brings them.
+    return any(item["path"] in i.get("servers", []) for i in decision.get("inputs", []))

@@ -1,0 +1,107 @@
+"""The request set: a workload materialised into concrete requests (JSONL), reused unchanged by
+later runs so that "before" and "after" send the very same requests.
+
+Line 1 is the header (`kind: oomkit.request_set/1`, the set id, the workload, how tokens were
+counted); every further line is one request with its own content hash. The set id is the hash of
+the request ids, so editing any request is detected when the file is read back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from oomkit.errors import InputError
+from oomkit.fsio import write_text_atomic
+
+KIND = "oomkit.request_set/1"
+KINDS = ("short", "tool", "agent")
+
+
+def canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def body_id(body: dict[str, Any]) -> str:
+    return hashlib.sha256(canonical(body).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class SetRequest:
+    id: str
+    kind: str
+    """short (ladder step 1), tool (step 2) or agent (a step of a session)."""
+    session: int | None
+    step: int | None
+    body: dict[str, Any]
+    sizes: dict[str, int] = field(default_factory=dict)
+    """Token sizes of the parts, and prompt_tokens through the chat template when measured."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": self.kind, "session": self.session, "step": self.step,
+                "sizes": self.sizes, "body": self.body}
+
+
+@dataclass(frozen=True)
+class RequestSet:
+    id: str
+    header: dict[str, Any]
+    requests: tuple[SetRequest, ...]
+
+    @classmethod
+    def build(cls, header: dict[str, Any], requests: list[SetRequest]) -> "RequestSet":
+        set_id = hashlib.sha256("".join(r.id for r in requests).encode()).hexdigest()[:16]
+        return cls(set_id, {**header, "kind": KIND, "id": set_id, "requests": len(requests)}, tuple(requests))
+
+    def probe(self, kind: str) -> SetRequest | None:
+        return next((r for r in self.requests if r.kind == kind), None)
+
+    def sessions(self) -> list[list[SetRequest]]:
+        by: dict[int, list[SetRequest]] = {}
+        for r in self.requests:
+            if r.kind == "agent" and r.session is not None:
+                by.setdefault(r.session, []).append(r)
+        return [sorted(v, key=lambda r: r.step or 0) for _, v in sorted(by.items())]
+
+    def write(self, path: str | os.PathLike[str]) -> Path:
+        lines = [canonical(self.header)] + [canonical(r.to_dict()) for r in self.requests]
+        return write_text_atomic(path, "\n".join(lines) + "\n")
+
+
+def read_request_set(path: str | os.PathLike[str]) -> RequestSet:
+    p = Path(path)
+    try:
+        lines = [ln for ln in p.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"{p}: cannot read request set: {err}") from None
+    try:
+        header = json.loads(lines[0]) if lines else {}
+        items = [json.loads(ln) for ln in lines[1:]]
+    except json.JSONDecodeError as err:
+        raise InputError(f"{p}: line {err.lineno}: not JSON", hint="request sets are written by oomkit") from None
+    if not isinstance(header, dict) or header.get("kind") != KIND:
+        raise InputError(f"{p}: not an oomkit request set (first line must have kind {KIND})")
+    requests = [_request(p, i + 2, d) for i, d in enumerate(items)]
+    rs = RequestSet.build({k: v for k, v in header.items() if k not in ("id", "requests")}, requests)
+    if rs.id != header.get("id"):
+        raise InputError(f"{p}: the set id {header.get('id')} does not match its requests ({rs.id})",
+                         hint="a request set must be reused unchanged; materialise the workload again")
+    return rs
+
+
+def _request(p: Path, line: int, d: Any) -> SetRequest:
+    try:
+        req = SetRequest(str(d["id"]), str(d["kind"]), d.get("session"), d.get("step"), dict(d["body"]),
+                         dict(d.get("sizes") or {}))
+    except (KeyError, TypeError, ValueError):
+        raise InputError(f"{p}: line {line}: not a request (id, kind, body expected)") from None
+    if req.kind not in KINDS or not isinstance(req.body.get("messages"), list):
+        raise InputError(f"{p}: line {line}: kind must be one of {KINDS} and body must have messages")
+    if body_id(req.body) != req.id:
+        raise InputError(f"{p}: line {line}: request {req.id} was edited (its content hash differs)",
+                         hint="a request set must be reused unchanged; materialise the workload again")
+    return req

@@ -1,0 +1,111 @@
+"""The workload file (YAML, strict): agent sessions and what each of their requests is made of.
+
+Every size is in tokens of the server's tokenizer, either a number or a `[min, max]` range drawn
+per session/step from the seed. Unknown keys, wrong types and impossible values are errors that
+name the field.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from oomkit.errors import InputError
+
+TokenSize = Union[int, list[int]]
+PARAM_TYPES = ("integer", "number", "boolean", "enum", "string")
+MAX_TOKENS_PER_PART = 2_000_000
+DEFAULT_WORKLOAD = {"name": "default-agent"}  # every other field at its default (docs/load.md)
+
+
+def _check_size(v: TokenSize) -> TokenSize:
+    if isinstance(v, list):
+        if len(v) != 2 or v[0] > v[1]:
+            raise ValueError("a range is [min, max] with min <= max")
+        lo, hi = v
+    else:
+        lo = hi = v
+    if lo < 0 or hi > MAX_TOKENS_PER_PART:
+        raise ValueError(f"token sizes are between 0 and {MAX_TOKENS_PER_PART:,}")
+    return v
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class ToolsSpec(_Strict):
+    count: int = Field(4, ge=0, le=256, description="tool definitions sent with every request")
+    schema_tokens: TokenSize = Field(80, description="tokens of one tool definition (name, description, parameters)")
+    strict: bool = Field(False, description='mark every tool "strict": true (vLLM then enforces the argument schema)')
+    choice: Literal["auto", "required", "none", "named"] = Field(
+        "required", description="tool_choice; named picks one tool per step")
+    parameter_types: list[Literal["integer", "number", "boolean", "enum", "string"]] = Field(
+        default_factory=lambda: ["integer", "enum", "string"], min_length=1)
+
+    _size = field_validator("schema_tokens")(_check_size)
+
+
+class HistorySpec(_Strict):
+    assistant_action_tokens: TokenSize = Field(60, description="assistant text of each earlier step (plus its call)")
+    tool_result_tokens: TokenSize = Field(200, description="tool result of each earlier step")
+
+    _size = field_validator("assistant_action_tokens", "tool_result_tokens")(_check_size)
+
+
+class Workload(_Strict):
+    name: str = Field(min_length=1, max_length=80)
+    seed: int = 0
+    sessions: int = Field(8, ge=1, le=100_000, description="agent sessions in the request set")
+    steps: int = Field(4, ge=1, le=1_000, description="agent steps (requests) per session")
+    system_instruction_tokens: TokenSize = 500
+    format_rules_tokens: TokenSize = 100
+    prefix_reuse: float = Field(1.0, ge=0.0, le=1.0, description=(
+        "share of the system prompt (instruction + rules) identical across sessions"))
+    user_task_tokens: TokenSize = 60
+    workflow_metadata_tokens: TokenSize = 30
+    tools: ToolsSpec = Field(default_factory=ToolsSpec)
+    history: HistorySpec = Field(default_factory=HistorySpec)
+    output_tokens: TokenSize = 128
+    ignore_eos: bool = Field(False, description="vLLM extension: always generate output_tokens")
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+
+    _size = field_validator("system_instruction_tokens", "format_rules_tokens", "user_task_tokens",
+                            "workflow_metadata_tokens", "output_tokens")(_check_size)
+
+
+def _where(loc: tuple[object, ...]) -> str:
+    return ".".join(str(p) for p in loc) or "(top level)"
+
+
+def parse_workload(data: object, origin: str = "workload") -> Workload:
+    if not isinstance(data, dict):
+        raise InputError(f"{origin}: a workload is a YAML mapping, not {type(data).__name__}",
+                         hint="see examples/workload-agent.yaml")
+    try:
+        return Workload.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
+        msg = first["msg"].removeprefix("Value error, ")
+        raise InputError(f"{origin}: field {_where(first['loc'])}: {msg}{more}",
+                         hint="fix the field; see docs/load.md for the workload format") from None
+
+
+def load_workload(path: str | os.PathLike[str]) -> Workload:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such workload file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"{p}: cannot read: {err}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise InputError(f"{p}: not valid YAML: {str(err).splitlines()[0]}") from None
+    return parse_workload(data, str(p))

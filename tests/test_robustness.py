@@ -1,0 +1,84 @@
+"""Property tests for the file readers: any input gives a result or an OomkitError, never a crash."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from oomkit.env import nvsmi
+from oomkit.env.recipe import load_recipe
+from oomkit.errors import OomkitError
+from oomkit.plan.catalog import find_model
+from oomkit.triage import analyse
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import robustness  # noqa: E402
+
+FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
+trees = st.recursive(scalars, lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4),
+                     max_leaves=12)
+
+
+def _ok_or_documented(call) -> None:
+    try:
+        call()
+    except OomkitError:
+        pass
+
+
+@FAST
+@given(st.binary(max_size=2000))
+def test_logs_never_crash(tmp_path: Path, data: bytes) -> None:
+    f = tmp_path / "x.log"
+    f.write_bytes(data)
+    _ok_or_documented(lambda: analyse([str(f)]))
+
+
+@FAST
+@given(st.text(max_size=2000))
+def test_nvsmi_parsers_never_crash(text: str) -> None:
+    _ok_or_documented(lambda: nvsmi.parse_smi_xml(text, "t"))
+    _ok_or_documented(lambda: nvsmi.parse_topo(text, "t"))
+
+
+@FAST
+@given(trees)
+def test_recipe_never_crashes(tmp_path: Path, tree: object) -> None:
+    f = tmp_path / "r.yaml"
+    f.write_text(yaml.safe_dump({"model": tree}))
+    _ok_or_documented(lambda: load_recipe(f))
+
+
+@FAST
+@given(st.dictionaries(st.sampled_from(["hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
+                                        "num_key_value_heads", "head_dim", "n_routed_experts", "text_config"]),
+                       trees, max_size=8))
+def test_model_config_never_crashes(tmp_path: Path, cfg: dict) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    _ok_or_documented(lambda: find_model(str(tmp_path)))
+
+
+def test_model_config_with_a_list_for_a_number_is_a_documented_error(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": [1], "num_hidden_layers": 2,
+                                                      "num_attention_heads": 2, "vocab_size": 10}))
+    try:
+        find_model(str(tmp_path))
+    except OomkitError as err:
+        assert "wrong type" in err.message
+    else:
+        raise AssertionError("a list as hidden_size must be refused")
+
+
+def test_harness_finishes_known_readers_without_crash() -> None:
+    total = robustness.fuzz(1300, workers=1, seed=7, limit_s=5.0)
+    finished = ("logs", "recipe", "nvsmi-xml", "nvsmi-topo", "env-dir", "model-config")
+    assert sum(total[n].tried for n in finished) >= 500
+    bad = {n: (total[n].crashes, total[n].hangs, total[n].examples) for n in finished
+           if total[n].crashes or total[n].hangs}
+    assert not bad, bad
