@@ -5,15 +5,14 @@ same runs with a requirement above the knee, and below it."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from oomkit.cli import main
 from oomkit.decide import DecideOptions, decide
 from oomkit.investigate import InvestigateOptions, investigate
 
@@ -39,14 +38,11 @@ def two_runs(tmp_path_factory):
     req = str(REPO / "examples" / "requirements-testbed.yaml")
     opts = InvestigateOptions(repeats=1, runs_dir=str(tmp / "runs"))
     first = investigate(str(profile), req, opts)
-    code, out = None, io.StringIO()
-    with contextlib.redirect_stdout(out):  # the second run goes through the command line
-        try:
-            main(["investigate", str(profile), "--requirements", req, "--repeats", "1", "--runs-dir",
-                  str(tmp / "runs"), "--json"])
-        except SystemExit as exit_:
-            code = exit_.code
-    return tmp, first, code, json.loads(out.getvalue())
+    # the second run goes through the command line, as a user runs it
+    done = subprocess.run([sys.executable, "-m", "oomkit", "investigate", str(profile), "--requirements", req,
+                           "--repeats", "1", "--runs-dir", str(tmp / "runs"), "--json"],
+                          capture_output=True, text=True, timeout=900)
+    return tmp, first, done.returncode, json.loads(done.stdout)
 
 
 def test_same_verdict_twice_with_evidence(two_runs):

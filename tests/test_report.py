@@ -126,3 +126,15 @@ def test_rendered_in_headless_chromium(decision, tmp_path):
     colours = {pixels[i:i + 3] for i in range(0, len(pixels), channels * 97)}
     dark = sum(1 for i in range(0, len(pixels), channels * 13) if sum(pixels[i:i + 3]) < 200)
     assert len(colours) > 20 and dark > 200  # text and charts, not a blank page
+
+
+def test_report_with_a_comparison_charts_hit_rate_per_mode(tmp_path):
+    from test_decide_compare import folders
+
+    ladder, comp = folders(tmp_path)
+    d = decide([str(ladder), str(comp)], str(requirements(tmp_path)), DecideOptions(runs_dir=str(tmp_path / "d")))
+    data = report_data(str(d.run_dir))
+    assert [h["mode"] for h in data["hit_rates"]] == ["baseline", "lower-concurrency", "shorter-history"]
+    assert all(0 < h["hit_rate"] < 1 for h in data["hit_rates"]) and len(data["timelines"]) == 1
+    html = render(str(d.run_dir), "html").read_text()
+    assert "lower-concurrency" in html and "history_turns = 1" in html and "retention: skipped" in html

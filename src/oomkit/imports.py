@@ -143,9 +143,13 @@ def read_import(path: str | os.PathLike[str]) -> ImportedRun:
         raise InputError(f"{p}: no such file") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise InputError(f"{p}: not a JSON result file ({err})") from None
-    if isinstance(data, dict) and "benchmarks" in data:
-        return from_guidellm(data, str(p))
-    if isinstance(data, dict) and "mean_ttft_ms" in data:
-        return from_vllm_bench(data, str(p))
+    try:  # a hand-edited or truncated result: fields of the wrong type are bad input, not a crash
+        if isinstance(data, dict) and "benchmarks" in data:
+            return from_guidellm(data, str(p))
+        if isinstance(data, dict) and "mean_ttft_ms" in data:
+            return from_vllm_bench(data, str(p))
+    except (TypeError, ValueError, AttributeError, OverflowError) as err:
+        raise InputError(f"{p}: a field has an unexpected type or value ({err})",
+                         hint="import the file as the benchmark tool saved it") from None
     raise InputError(f"{p}: neither a `vllm bench serve --save-result` JSON nor a GuideLLM benchmarks.json",
                      hint="give an oomkit run folder, or one of those two result files")

@@ -72,8 +72,11 @@ def retention_forms(vllm_dir: Path | None) -> dict[str, Any]:
         return {"flag": None, "env": None, "checked": None}
     envs = vllm_dir / "envs.py"
     cache = vllm_dir / "config" / "cache.py"
-    read = (lambda p: p.read_text(encoding="utf-8", errors="replace") if p.is_file() else "")
-    return {"flag": RETENTION in read(cache), "env": RETENTION_ENV in read(envs), "checked": str(vllm_dir)}
+    return {"flag": RETENTION in _text(cache), "env": RETENTION_ENV in _text(envs), "checked": str(vllm_dir)}
+
+
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
 
 
 def installed_vllm_dir() -> Path | None:

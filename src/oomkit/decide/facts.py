@@ -143,8 +143,10 @@ class Facts:
                 out.append(self._judge(rung["concurrency"], d.get("errors") or 0, d.get("preemptions"),
                                        d.get("ttft_ms_p95"), d.get("latency_ms_p95"),
                                        f"{run.file('ladder.json')}: concurrency rung c={rung['concurrency']}", d))
-        crun, _ = self.compare()
-        for mode in ("baseline", "lower-concurrency"):
+        crun, comp = self.compare()
+        # The baseline server's cells that differ only in concurrency measure capacity.
+        modes = [m["name"] for m in (comp or {}).get("modes", []) if m.get("factor") in (None, "concurrency")]
+        for mode in modes:
             for cell in self.mode_cells(mode):
                 out.append(self._judge(cell["concurrency"], cell["errors"], cell.get("preemptions"),
                                        cell.get("ttft_ms_p95"), cell.get("latency_ms_p95"),
