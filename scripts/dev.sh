@@ -24,7 +24,8 @@ case "${1:-test}" in
   setup) setup ;;
   demo) setup
         .venv/bin/oomkit triage --each examples/logs/*.log
-        .venv/bin/oomkit launch examples/testbed-healthy.yaml --check ;;
+        .venv/bin/oomkit launch examples/testbed-healthy.yaml --check
+        .venv/bin/oomkit investigate examples/testbed-small-kv.yaml --requirements examples/requirements-testbed.yaml --repeats 1 ;;
   test) setup; shift || true; exec .venv/bin/python -m pytest "$@" ;;
   *) echo "usage: scripts/dev.sh setup|demo|test [pytest args]" >&2; exit 2 ;;
 esac
