@@ -176,3 +176,10 @@ def test_example_experiments_are_valid():
         spec = load_experiment(path)
         prof = load_profile(spec.path(spec.profile))
         check_plan(plan_experiment(spec, dict(prof.args)), prof)
+
+
+def test_reset_endpoint_asked_for_but_not_served(tmp_path):
+    exp = experiment(tmp_path, [{"name": "c1", "set": {"concurrency": 1}}], reset="endpoint")
+    with FakeOpenAI() as fake:
+        with pytest.raises(UsageError, match="VLLM_SERVER_DEV_MODE=1"):
+            compare(str(exp), CompareOptions(runs_dir=str(tmp_path / "runs"), url=fake.url, repeats=1))

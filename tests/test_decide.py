@@ -105,6 +105,13 @@ def test_a_rejected_tool_call_is_the_launch_command(tmp_path):
     assert "requires --tool-call-parser" in d.summary
 
 
+def test_an_engine_error_that_is_not_memory_is_fixed_first(tmp_path):
+    d = run_decide(tmp_path, [copy_run(tmp_path, "ladder-hybrid-engine-error")])
+    assert d.verdict == "fix_environment" and d.rule["id"] == "not_a_memory_failure"
+    assert "CPU Generator does not use offset" in d.summary
+    assert any(e.get("line") and "RuntimeError" in (e.get("text") or "") for e in d.evidence)
+
+
 def test_load_phase_oom_is_topology_or_expansion_never_max_num_seqs(tmp_path):
     d = run_decide(tmp_path, [launch_folder(tmp_path, "oom_weights_memoryerror.log")])
     assert d.rule["id"] == "load_phase_oom" and d.verdict in ("change_topology", "expand")

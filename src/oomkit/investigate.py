@@ -210,6 +210,9 @@ def investigate(profile: str, requirements: str, opts: InvestigateOptions = Inve
     except KeyboardInterrupt:
         state.run.finish("interrupted")
         raise
+    except Exception as err:  # the stages done so far stay recorded: --resume continues from them
+        state.run.finish("failed", error=f"{type(err).__name__}: {err}")
+        raise
     began = time.monotonic()
     decision = decide(_evidence_runs(state), req, DecideOptions(opts.team, opts.runs_dir, opts.recipe))
     state.done("decision", str(decision.run_dir), began)

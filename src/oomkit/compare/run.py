@@ -180,6 +180,9 @@ def compare(experiment: ExperimentSpec | str, opts: CompareOptions = CompareOpti
     except KeyboardInterrupt:
         run.finish("interrupted")
         raise
+    except Exception as err:
+        run.finish("failed", error=f"{type(err).__name__}: {err}")
+        raise
     data = _result(run, plan, runner, time.monotonic() - began)
     write_json_atomic(run.file("compare.json", "the comparison: cells, per-metric verdicts, restarts"), redact_obj(data))
     run.finish("complete", compare={"server_starts": data["server_starts"], "restarts": data["restarts"],

@@ -53,17 +53,35 @@ def environment(f: Facts, ctx: Ctx) -> Fired | None:
                  ("fix the image, driver, command or variables first; capacity is not judged on a broken environment",))
 
 
-def setup_rejects(f: Facts, ctx: Ctx) -> Fired | None:
+def _failed_steps(f: Facts) -> list[tuple[Any, dict[str, Any], dict[str, Any]]]:
     run, lad = f.ladder()
-    for s in (lad or {}).get("steps", []):
-        fail = s.get("failure") or {}
+    return [(run, s, s["failure"]) for s in (lad or {}).get("steps", []) if s.get("failure")]
+
+
+def setup_rejects(f: Facts, ctx: Ctx) -> Fired | None:
+    for run, s, fail in _failed_steps(f):
         if fail.get("kind") == "bad_request":
             text = next((e.get("text") for e in fail.get("evidence", []) if e.get("text")), fail.get("reason"))
             return Fired("fix_environment", f"the server's launch command rejects what the workload sends "
                          f"(ladder step {s['name']}): {text}", {"step": s["name"], "error_kind": "bad_request"},
-                         ({"run": run.path, "file": run.file("requests.jsonl"), "text": text},),  # type: ignore[union-attr]
+                         ({"run": run.path, "file": run.file("requests.jsonl"), "text": text},),
                          ("add the missing server flag to the profile (e.g. --enable-auto-tool-choice "
                           "--tool-call-parser for tool calls), then measure again",))
+    return None
+
+
+def not_memory(f: Facts, ctx: Ctx) -> Fired | None:
+    """A failure the log says is not a memory error: fix the software or the request first."""
+    for run, s, fail in _failed_steps(f):
+        if fail.get("phase") == "not_oom_other" and fail.get("kind") != "context_length":
+            ev = tuple({"run": run.path, **e} for e in fail.get("evidence", [])[:4])
+            return Fired("fix_environment", f"ladder step {s['name']} failed, and not for memory: {fail.get('reason')}",
+                         {"step": s["name"], "error_kind": fail.get("kind"), "phase": "not_oom_other"}, ev,
+                         ("this is a software or request problem (vLLM build, parser, sampling options): fix it or "
+                          "work around it, then measure capacity again",))
+    for r, v in f.failed_launches(("not_oom_other",)):
+        return Fired("fix_environment", f"the server did not start, and not for memory: {v.get('summary')}",
+                     {"phase": "not_oom_other"}, _lines(r.path, v), ("fix the start command or the image first",))
     return None
 
 
@@ -254,6 +272,9 @@ RULES: tuple[Rule, ...] = (
          "an environment mismatch comes first", "the method; triage phases environment/network_communication"),
     Rule("setup_rejects_requests", ("fix_environment",), setup_rejects,
          "a request the workload needs is refused by the launch command", "ladder failure kind bad_request"),
+    Rule("not_a_memory_failure", ("fix_environment",), not_memory,
+         "a failure that is not an OOM is fixed before capacity is judged",
+         "the method (hard negatives: not every crash is an OOM); triage phase not_oom_other"),
     Rule("load_phase_oom", ("change_topology", "expand"), load_phase,
          "a load-phase OOM on a verified environment means topology or expansion", "the method; triage advice"),
     Rule("graph_capture_oom", ("tune",), graph_capture, "graph capture OOM is a margin setting",
