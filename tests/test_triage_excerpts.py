@@ -23,6 +23,10 @@ CASES = {
     "v0_0.6_startfree.log": ("environment", True, "high"),
     "host_kill_137.log": ("weight_loading", True, None),
     "ray_nccl_dmabuf.log": ("network_communication", False, "high"),
+    # the log stops inside a traceback: placed by its frames, low confidence, OOM not claimed
+    "v1_0.32_cut_serving_traceback.log": ("serving_decode", False, "low"),
+    "v0_0.6_offline_cut_traceback.log": ("serving_prefill", False, "low"),
+    "v1_0.32_traceback_then_serving.log": ("healthy", False, "high"),
 }
 
 

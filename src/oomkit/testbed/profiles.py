@@ -20,6 +20,8 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAG
 # 64 MiB = 65,536 tokens of the tiny Llama (1 KiB of KV per token: 2 layers x K,V x 2 heads x 64 x 2 B).
 KV_64_MIB = 64 << 20
 FAST = {"dtype": "bfloat16", "enforce_eager": True}  # eager skips torch.compile: ready in ~30 s (§10)
+# The ladder's tool-call step needs these; the testbed tokenizer carries Hermes' <tool_call> tokens (cpu-testbed.md §7).
+TOOLS = {"enable_auto_tool_choice": True, "tool_call_parser": "hermes"}
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ PROFILES: tuple[TestbedProfile, ...] = (
     TestbedProfile(
         "testbed-healthy", "llama", "ready",
         "Healthy tiny Llama on the vLLM CPU engine: ready in about 30 s.",
-        {**FAST, "max_model_len": 1024, "gpu_memory_utilization": 0.3, "kv_cache_memory_bytes": KV_64_MIB},
+        {**FAST, **TOOLS, "max_model_len": 1024, "gpu_memory_utilization": 0.3, "kv_cache_memory_bytes": KV_64_MIB},
         "cpu-testbed.md §10, `startup_fast_eager_kvbytes.log` (ready 28.6-29.2 s)"),
     TestbedProfile(
         "testbed-kv-too-small", "llama", "kv_cache_allocation",
@@ -55,14 +57,14 @@ PROFILES: tuple[TestbedProfile, ...] = (
     TestbedProfile(
         "testbed-small-kv", "llama", "ready",
         "Starts with 12 KV blocks (1,536 tokens, 1.5 requests of 1024): a few concurrent requests preempt.",
-        {**FAST, "max_model_len": 1024, "gpu_memory_utilization": 0.3, "kv_cache_memory_bytes": KV_64_MIB,
+        {**FAST, **TOOLS, "max_model_len": 1024, "gpu_memory_utilization": 0.3, "kv_cache_memory_bytes": KV_64_MIB,
          "block_size": 128, "num_gpu_blocks_override": 12, "enable_prefix_caching": True},
         "cpu-testbed.md §4, `pressure_preemption.log` (8 requests, 12 preemptions)",
         notes=("V1 logs no preemption line: watch vllm:num_preemptions_total on /metrics.",)),
     TestbedProfile(
         "testbed-prefix-cache", "llama", "ready",
         "Prefix caching on, with cached-token counts in every response's usage.",
-        {**FAST, "max_model_len": 2048, "gpu_memory_utilization": 0.3, "kv_cache_memory_bytes": KV_64_MIB,
+        {**FAST, **TOOLS, "max_model_len": 2048, "gpu_memory_utilization": 0.3, "kv_cache_memory_bytes": KV_64_MIB,
          "enable_prefix_caching": True, "enable_prompt_tokens_details": True},
         "cpu-testbed.md §5, `prefix_and_tools.log` (hit rate 0.7345 with a shared system prompt)",
         notes=("Hits come in whole 128-token blocks: floor(shared / 128) * 128 cached tokens.",)),
@@ -70,14 +72,17 @@ PROFILES: tuple[TestbedProfile, ...] = (
         "testbed-hybrid", "qwen3next", "ready",
         "Tiny Qwen3-Next hybrid (3 gated-delta-net + 1 full attention layer, MoE): block alignment and "
         "the prefix-cache retention interval are real here.",
-        {**FAST, "max_model_len": 2048, "gpu_memory_utilization": 0.3, "kv_cache_memory_bytes": 256 << 20,
+        {**FAST, **TOOLS, "max_model_len": 2048, "gpu_memory_utilization": 0.3, "kv_cache_memory_bytes": 256 << 20,
          "enable_prefix_caching": True, "enable_prompt_tokens_details": True,
          "max_num_batched_tokens": 256, "prefix_cache_retention_interval": 512},
         "cpu-testbed.md §6, `hybrid_chunk256_ret_512.log` (retention 512, chunked prefill)",
         notes=("vLLM pads the mamba page to the attention page and picks the attention block size from it:",
                "256 tokens on CPUs with AVX-512 BF16 (float32 SSM state), 128 without; 512 is a multiple of both.",
                "Chunked prefill (256 tokens) leaves intermediate states, so the retention interval is measurable.",
-               "Kimi Linear, the other linear-attention family, needs an NVIDIA-only module on vLLM 0.32.")),
+               "Kimi Linear, the other linear-attention family, needs an NVIDIA-only module on vLLM 0.32.",
+               "Seeded sampling (temperature > 0 with a seed, as workload-testbed.yaml sends) kills this engine once",
+               "a prompt is chunked: vLLM 0.32 calls Generator.set_offset, which CPU generators lack",
+               "(v1/worker/gpu_model_runner.py, discarded partial-prefill samples); use temperature 0 here.")),
 )
 
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from oomkit.logs import Record
 from oomkit.triage.facts import FactCollector
 from oomkit.triage.model import Evidence, TimelineEntry
-from oomkit.triage.rules import (BENIGN_SOURCES, FAILURE_GATE, FAILURES, FRAME, FRAME_PHASES, KEY, MARKER_GATE, MARKERS, READY_TIMEOUT_S,
-                                 RESTART_MARKERS, SERVING_FRAME, SHUTDOWN, SLOW_STEP, TIMELINE, Failure, Marker)
+from oomkit.triage.rules import (BENIGN_SOURCES, CUT_TRACEBACK, DECODE_FRAME, FAILURE_GATE, FAILURES, FRAME, FRAME_PHASES, KEY, MARKER_GATE, MARKERS, READY_TIMEOUT_S,
+                                 PREFILL_FRAME, RESTART_MARKERS, SERVING_FRAME, SHUTDOWN, SLOW_STEP, TIMELINE, Failure, Marker)
 
 MAX_FRAMES = 80
 # Stats lines are the most frequent marker line; no other marker matches them, so trying them first
@@ -46,6 +46,7 @@ class State:
     frames: dict[int | None, list[str]] = field(default_factory=dict)
     slow: Evidence | None = None
     last_exception: Evidence | None = None
+    open_traceback: tuple[Evidence, int | None] | None = None  # a header with no exception line yet
 
 
 class Triage:
@@ -79,6 +80,7 @@ class Triage:
         marker = next((m for m in MARKER_ORDER if m.pattern.search(rec.msg)), None)
         if marker is None:
             return []
+        st.open_traceback = None  # the log went on: whatever ended that traceback was not cut off
         if marker.id in RESTART_MARKERS and (st.ready or st.shutdown is not None):
             self.state = st = State()  # a new start in the same log: judge the last one
             self.starts += 1
@@ -108,6 +110,7 @@ class Triage:
         frames = self.state.frames
         if "Traceback (most recent call last)" in rec.msg:
             frames[rec.pid] = []
+            self.state.open_traceback = (Evidence(rec.file, rec.line, rec.text), rec.pid)
             return
         m = FRAME.search(rec.msg)
         if m:
@@ -135,6 +138,8 @@ class Triage:
             if rule.pattern.search(rec.msg):
                 matched.append(rule)
         excluded = {x for rule in matched for x in rule.excludes}
+        if matched:
+            st.open_traceback = None
         for rule in matched:
             if rule.id in excluded:
                 continue
@@ -150,7 +155,7 @@ class Triage:
             return
         phase, source = self._context(rec)
         st.hits[rule.id] = Hit(rule, Evidence(rec.file, rec.line, rec.text), phase, source, st.ready,
-                               self._prefill_hint(rec), rec.pid, rec.repeat)
+                               self._prefill_hint(rec.pid, rec.msg), rec.pid, rec.repeat)
         st.order.append(rule.id)
 
     def _context(self, rec: Record) -> tuple[str | None, str]:
@@ -163,10 +168,9 @@ class Triage:
             return "serving", "frames"
         return None, "none"
 
-    def _prefill_hint(self, rec: Record) -> str | None:
-        from oomkit.triage.rules import DECODE_FRAME, PREFILL_FRAME
-        stack = " ".join(self.state.frames.get(rec.pid) or self.state.frames.get(None) or [])
-        if PREFILL_FRAME.search(stack) or PREFILL_FRAME.search(rec.msg):
+    def _prefill_hint(self, pid: int | None, msg: str) -> str | None:
+        stack = " ".join(self.state.frames.get(pid) or self.state.frames.get(None) or [])
+        if PREFILL_FRAME.search(stack) or PREFILL_FRAME.search(msg):
             return "prefill"
         if DECODE_FRAME.search(stack):
             return "decode"
@@ -186,6 +190,18 @@ class Triage:
         for h in hits:
             if h.rule.cls == "wrapper" and h.context_source != "frames":
                 framed = self._frames_phase(h.pid)
-                if framed and framed != "serving":
+                if framed and (framed != "serving" or h.context_phase is None):
                     h.context_phase, h.context_source = framed, "frames"
-        return hits
+                    h.prefill_hint = h.prefill_hint or self._prefill_hint(h.pid, "")
+        cut = self._cut_traceback(hits)
+        return hits + [cut] if cut else hits
+
+    def _cut_traceback(self, hits: list[Hit]) -> Hit | None:
+        """The log ends inside a traceback and nothing else failed: the frames are all there is."""
+        st = self.state
+        if st.open_traceback is None or st.shutdown is not None or any(h.rule.cls != "pressure" for h in hits):
+            return None
+        evidence, pid = st.open_traceback
+        framed = self._frames_phase(pid)
+        return Hit(CUT_TRACEBACK, evidence, framed, "frames" if framed else "none", st.ready,
+                   self._prefill_hint(pid, ""), pid)

@@ -157,6 +157,12 @@ FAILURES: tuple[Failure, ...] = (
             "an exception was raised", "ValueError: max() arg is an empty sequence", "Python traceback last line"),
 )
 
+# Not scanned per line: the engine adds this hit when the log ends inside a traceback, before its
+# exception line (an excerpt cut short, or a process killed while printing). Placed by its frames.
+CUT_TRACEBACK = Failure("E-CUT", _re(r"Traceback \(most recent call last\)"), "wrapper", None, False, 9,
+                        "a traceback the log cuts off before its exception line",
+                        "Traceback (most recent call last):", "Python traceback header; the exception line would follow the frames")
+
 SHUTDOWN = _re(r"\[shutdown\] API server: shutdown triggered|^Shutting down$|Received SIGTERM|received signal|KeyboardInterrupt|shutdown triggered|Terminated$")
 
 # Lines that look like errors in every healthy run, or per-request errors that do not fail the

@@ -54,7 +54,8 @@ def _context_phase(hit: Hit, figures: dict | None = None) -> tuple[str, str, str
     if phase == "serving":
         hint = hit.prefill_hint
         phase = "serving_decode" if hint == "decode" else "serving_prefill"
-        why = f"after the server was ready; {hint or 'no stats line'} decided prefill vs decode"
+        where = "after the server was ready" if hit.after_ready else "serving frames in the traceback"
+        why = f"{where}; " + (f"{hint} from frames or the last stats line" if hint else "nothing tells prefill from decode")
         return phase, "medium" if hint else "low", why
     if phase == "distributed_init":
         phase = "weight_loading"  # the first large allocation after init is the model itself
@@ -92,6 +93,11 @@ def _crash(t: Triage, wrappers: list[Hit], hits: list[Hit]) -> Verdict:
     exc = t.state.last_exception
     first = wrappers[0]
     shown = wrappers[:3]
+    if exc is None and first.context_phase == "serving":
+        phase, _, why = _context_phase(first)
+        return _verdict(phase, False, "low", f"the exception line is not in the log; {why}",
+                        f"the engine crashed while serving ({phase.split('_')[1]}); the log stops before the exception, "
+                        "so whether memory ran out is not known", first.rule.id, shown, t)
     if exc is None and not first.after_ready and first.context_phase is not None:
         phase = first.context_phase
         if phase in ("distributed_init", "environment") or (WORKER_START.search(first.evidence.text) and phase != "weight_loading"):
