@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "plan",
     "ladder", "bench",
     "compare", "decide", "report", "investigate",
+    "runs",
 )
 
 

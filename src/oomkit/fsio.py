@@ -1,4 +1,5 @@
-"""Writes that never leave half a record: JSON by write-then-rename, JSONL by whole flushed lines."""
+"""Writes that never leave half a record: JSON by write-then-rename, JSONL by whole flushed lines;
+and reads of handed-over files that refuse, in one line, what is too large, binary or not UTF-8."""
 
 from __future__ import annotations
 
@@ -7,6 +8,12 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from oomkit.errors import InputError
+
+JSON_ERRORS = (ValueError, RecursionError)
+"""What json.loads raises on bad input: JSONDecodeError (a ValueError), ValueError for an integer of
+more than 4,300 digits, RecursionError for `[[[[...` nesting."""
 
 
 def dumps(obj: Any) -> str:
@@ -75,8 +82,36 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         for line in fh:
             try:
                 obj = json.loads(line)
-            except json.JSONDecodeError:
+            except JSON_ERRORS:
                 continue
             if isinstance(obj, dict):
                 records.append(obj)
     return records
+
+
+def read_text_limited(path: str | os.PathLike[str], limit_bytes: int, what: str, hint: str | None = None) -> str:
+    """The UTF-8 text of a file a person wrote or handed over, or one InputError line saying why not:
+    missing, unreadable, larger than `limit_bytes`, binary (a NUL byte) or not UTF-8. At most
+    limit_bytes + 1 bytes are read, so /dev/zero or a mistyped path to a model file is cheap."""
+    p = Path(path)
+    try:
+        with open(p, "rb") as fh:
+            data = fh.read(limit_bytes + 1)
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such {what}", hint=hint) from None
+    except OSError as err:  # a folder, no permission, an I/O error
+        raise InputError(f"{p}: cannot read the {what} ({err.strerror or err})", hint=hint) from None
+    if len(data) > limit_bytes:
+        raise InputError(f"{p}: more than {_size(limit_bytes)}, the limit for a {what}",
+                         hint=hint or f"a {what} is a short text file: check that this is the right path")
+    if b"\x00" in data:
+        raise InputError(f"{p}: a binary file (NUL byte at offset {data.index(0):,}), not a {what}", hint=hint)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(f"{p}: not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start:,})",
+                         hint=hint or f"save the {what} as UTF-8") from None
+
+
+def _size(n_bytes: int) -> str:
+    return f"{n_bytes / 2**30:g} GiB" if n_bytes >= 2**30 else f"{n_bytes / 2**20:g} MiB"

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from oomkit.errors import InputError
+from oomkit.fsio import JSON_ERRORS, read_text_limited
 
 VLLM_BENCH, GUIDELLM = "vllm bench serve", "guidellm"
 
@@ -62,6 +63,8 @@ def _num(d: dict[str, Any], key: str) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
+# A GuideLLM report keeps every request of every benchmark: tens of MB for a large sweep.
+IMPORT_LIMIT_BYTES = 256 * 2**20
 # Keys of `vllm bench serve` that describe what was sent (vllm/benchmarks/serve.py, datasets/).
 VLLM_DATASET_KEYS = ("dataset_name", "dataset_path", "num_prompts", "random_input_len", "random_output_len",
                      "random_range_ratio", "random_prefix_len", "seed", "tokenizer_id", "input_lens")
@@ -138,11 +141,9 @@ def read_import(path: str | os.PathLike[str]) -> ImportedRun:
     """A `vllm bench serve` result or a GuideLLM report, recognised by its content."""
     p = Path(path)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputError(f"{p}: not a JSON result file ({err})") from None
+        data = json.loads(read_text_limited(p, IMPORT_LIMIT_BYTES, "result file"))
+    except JSON_ERRORS as err:
+        raise InputError(f"{p}: not a JSON result file ({str(err)[:200]})") from None
     try:  # a hand-edited or truncated result: fields of the wrong type are bad input, not a crash
         if isinstance(data, dict) and "benchmarks" in data:
             return from_guidellm(data, str(p))

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from oomkit import __version__
 from oomkit.errors import InputError
-from oomkit.fsio import JsonlWriter, read_jsonl, write_json_atomic
+from oomkit.fsio import JSON_ERRORS, JsonlWriter, read_jsonl, write_json_atomic
 from oomkit.redact import MASK, SECRET_ENV, redact
 
 MANIFEST = "manifest.json"
@@ -93,8 +93,8 @@ class RunDir:
                              hint="give a folder made by `oomkit launch`, e.g. runs/<run_id>")
         try:
             manifest = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as err:
-            raise InputError(f"{file}: unreadable manifest: {err}") from err
+        except (OSError, *JSON_ERRORS) as err:
+            raise InputError(f"{file}: unreadable manifest: {str(err)[:200]}") from err
         if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
             raise InputError(f"{file}: not an oomkit run manifest (schema {SCHEMA} expected)")
         return cls(p, manifest)

@@ -8,11 +8,12 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from oomkit.bench.progress import NoProgress, Progress
+from oomkit.bench.stats import ClientTally
 from oomkit.bench.target import Target
 from oomkit.client.chat import ChatClient, ChatRequest, ClientOptions
 from oomkit.client.probe import health
@@ -49,6 +50,8 @@ class Window:
     peak_memory_bytes: int | None
     started_unix_s: float
     duration_s: float
+    client: ClientTally = field(default_factory=ClientTally)
+    """The client figures of every request sent in the window, also when `records` is not kept."""
 
 
 @dataclass(frozen=True)
@@ -69,12 +72,18 @@ class _Open:
     started: float
     mark: int
     records: list[RequestRecord] = field(default_factory=list)
+    tally: ClientTally = field(default_factory=ClientTally)
 
 
 class Load:
     def __init__(self, target: Target, run: RunDir, options: ClientOptions = ClientOptions(),
-                 memory: str = "auto", scrape_interval_s: float = 1.0, memory_interval_s: float = 0.5):
+                 memory: str = "auto", scrape_interval_s: float = 1.0, memory_interval_s: float = 0.5,
+                 attempt: int = 0, keep_records: bool = True):
         self.target, self.run, self.options = target, run, options
+        self.keep_records = keep_records
+        """False: a window keeps only its ClientTally (a long bench); every record is on disk anyway."""
+        self.attempt = attempt
+        """Written into every JSONL line: 0 for a first run, n for its n-th --resume."""
         self.memory_choice = memory
         self.scrape_interval_s, self.memory_interval_s = scrape_interval_s, memory_interval_s
         self.dead: RequestRecord | None = None
@@ -91,15 +100,19 @@ class Load:
             # Not memory.jsonl: `oomkit launch` writes that one in the same folder.
             "memory": self.run.jsonl("load_memory.jsonl", "server memory samples during the load, per step"),
         }
-        self.scraper = Scraper(self.client.http, self.target.base_url, self._writers["metrics"].append,
+        self.scraper = Scraper(self.client.http, self.target.base_url, self._sink("metrics"),
                                self.scrape_interval_s, lambda: self._label)
         probe, self.memory_note = choose(self.memory_choice, self.target.server_pid, self.target.base_url)
-        self.sampler = MemorySampler(probe, self._writers["memory"].append, self.memory_interval_s,
+        self.sampler = MemorySampler(probe, self._sink("memory"), self.memory_interval_s,
                                      lambda: self._label) if probe else None
         self.scraper.start()
         if self.sampler:
             self.sampler.start()
         return self
+
+    def _sink(self, name: str) -> Callable[[dict[str, Any]], None]:
+        writer = self._writers[name]
+        return lambda line: writer.append({**line, "attempt": self.attempt})
 
     async def __aexit__(self, *exc: object) -> None:
         await self.scraper.stop()
@@ -124,7 +137,7 @@ class Load:
             self._open = None
             peak = self.sampler.peaks.get(label) if self.sampler else None
             out.append(Window(label, tuple(opened.records), compute(self.scraper.since(opened.mark)), peak,
-                              opened.started, time.time() - opened.started))
+                              opened.started, time.time() - opened.started, opened.tally))
 
     async def _sample(self) -> None:
         await self.scraper.scrape_now()
@@ -133,9 +146,14 @@ class Load:
                 await self.sampler.sample_now()
 
     async def send(self, req: SetRequest, overrides: dict[str, Any] | None = None,
-                   label: str | None = None) -> RequestRecord:
+                   label: str | None = None, run_session: int | None = None) -> RequestRecord:
+        """Send one request and record it; `run_session` is the index of the session in the run
+        (a bench resumed later counts the records of the sessions that finished)."""
         body = {**req.body, **(overrides or {})}
         chat = ChatRequest(req.id, body, label or self._label, req.session, req.step)
+        tags: dict[str, Any] = {"kind": req.kind, "attempt": self.attempt}
+        if run_session is not None:
+            tags["run_session"] = run_session
         started = time.time()
         try:
             rec = await self.client.chat(chat)
@@ -143,11 +161,13 @@ class Load:
             # Ctrl-C: say which requests were in flight, then let the cancellation through.
             cut = RequestRecord(req.id, chat.label, req.session, req.step, started, False, error_kind="interrupted",
                                 error="interrupted while in flight")
-            self._writers["requests"].append({**cut.to_dict(), "kind": req.kind})
+            self._writers["requests"].append({**cut.to_dict(), **tags})
             raise
-        self._writers["requests"].append(redact_obj({**rec.to_dict(), "kind": req.kind}))
+        self._writers["requests"].append(redact_obj({**rec.to_dict(), **tags}))
         if self._open is not None:
-            self._open.records.append(rec)
+            self._open.tally.add(rec)
+            if self.keep_records:
+                self._open.records.append(rec)
         if not rec.ok and rec.error_kind in FATAL_KINDS and self.dead is None:
             if await asyncio.to_thread(health, self.target.base_url) != 200:
                 self.dead = rec
@@ -156,20 +176,25 @@ class Load:
     async def run_sessions(self, sessions: list[list[SetRequest]], concurrency: int, *, cycle: bool = False,
                            deadline: float | None = None, overrides: dict[str, Any] | None = None,
                            progress: Progress = NoProgress(),
-                           outcomes: list[SessionOutcome] | None = None) -> list[SessionOutcome]:
+                           outcomes: list[SessionOutcome] | None = None, skip: frozenset[int] = frozenset(),
+                           on_outcome: Callable[[SessionOutcome], None] | None = None) -> list[SessionOutcome]:
         """Closed loop: `concurrency` agents, each running a session's steps in order (a step
         starts when the previous one has answered). With `cycle` the sessions repeat until the
-        monotonic `deadline`. Outcomes are appended to `outcomes` as sessions end, so a caller
-        that is interrupted still has those that finished."""
-        source: Iterable[tuple[int, list[SetRequest]]] = (
-            itertools.cycle(enumerate(sessions)) if cycle else iter(enumerate(sessions)))
+        monotonic `deadline`. Outcomes are appended to `outcomes` (and given to `on_outcome`) as
+        sessions end, so a caller that is interrupted still has those that finished. Sessions
+        whose index is in `skip` (finished by an earlier attempt) are not run."""
+        pending = [(i, s) for i, s in enumerate(sessions) if i not in skip]
+        source: Iterable[tuple[int, list[SetRequest]]] = itertools.cycle(pending) if cycle else iter(pending)
         outcomes = [] if outcomes is None else outcomes
 
         async def agent() -> None:
             for index, steps in source:
                 if self._stopped(deadline):
                     return
-                outcomes.append(await self._session(index, steps, deadline, overrides, progress))
+                outcome = await self._session(index, steps, deadline, overrides, progress)
+                outcomes.append(outcome)
+                if on_outcome:
+                    on_outcome(outcome)
 
         await asyncio.gather(*(agent() for _ in range(max(1, concurrency))))
         return outcomes
@@ -183,7 +208,7 @@ class Load:
         for done, req in enumerate(steps):
             if self._stopped(deadline):
                 return SessionOutcome(index, done, len(steps), False, cut=True)
-            rec = await self.send(req, overrides)
+            rec = await self.send(req, overrides, run_session=index)
             progress.advance()
             if not rec.ok:
                 return SessionOutcome(index, done, len(steps), False, cut=False, error_kind=rec.error_kind)

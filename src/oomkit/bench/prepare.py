@@ -12,6 +12,7 @@ from pathlib import Path
 from oomkit.bench.target import Target, profile_target, url_target
 from oomkit.errors import InputError, UsageError
 from oomkit.rundir import RunDir
+from oomkit.runs import own_create_time
 from oomkit.workload.materialise import materialise
 from oomkit.workload.requestset import KIND, RequestSet, read_request_set
 from oomkit.workload.spec import DEFAULT_WORKLOAD, load_workload, parse_workload
@@ -43,7 +44,7 @@ def open_target(spec: TargetSpec) -> Iterator[Target]:
         yield target
 
 
-def _is_request_set(path: Path) -> bool:
+def is_request_set(path: Path) -> bool:
     try:
         with open(path, encoding="utf-8") as fh:
             return f'"kind":"{KIND}"' in fh.readline()
@@ -61,7 +62,7 @@ def request_set_for(workload: str | None, target: Target) -> tuple[RequestSet, s
     if not path.is_file():
         raise InputError(f"{workload}: no such workload or request set file",
                          hint="see examples/workload-agent.yaml")
-    if _is_request_set(path):
+    if is_request_set(path):
         return read_request_set(path), None
     spec = load_workload(path)
     counter, note = server_counter(target.base_url, target.model, target.api_key)
@@ -72,4 +73,6 @@ def run_folder(target: Target, spec: TargetSpec, kind: str) -> tuple[RunDir, boo
     """The launch's folder when oomkit started the server; else a new one. True when it is ours."""
     if target.run_dir is not None:
         return target.run_dir, False
-    return RunDir.create(spec.runs_dir, spec.label or kind, kind=kind), True
+    run = RunDir.create(spec.runs_dir, spec.label or kind, kind=kind)
+    run.update(oomkit_create_time=own_create_time())  # with oomkit_pid: `oomkit runs` tells a dead owner
+    return run, True

@@ -4,19 +4,21 @@ client figures, the server's /metrics deltas, peak memory, agent-loop success an
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from oomkit.bench.engine import Load, SessionOutcome, Window, run_async
 from oomkit.bench.failure import Failure, classify
-from oomkit.bench.prepare import REQUEST_SET_NOTE, TargetSpec, open_target, request_set_for, run_folder
+from oomkit.bench.prepare import TargetSpec, open_target, run_folder
 from oomkit.bench.progress import NoProgress, Progress
-from oomkit.bench.stats import ClientStats, summarise
+from oomkit.bench.resume import SESSIONS_FILE, Earlier, new_request_set, open_resume, read_earlier
+from oomkit.bench.stats import ClientStats, ClientTally
 from oomkit.bench.target import Target
 from oomkit.client.chat import ClientOptions
-from oomkit.errors import RunFailed, UsageError
+from oomkit.errors import InputError, RunFailed, UsageError
 from oomkit.fsio import write_json_atomic
 from oomkit.metrics.deltas import MetricDeltas
 from oomkit.rundir import RunDir, redact_obj
@@ -25,7 +27,8 @@ from oomkit.workload.requestset import RequestSet
 
 @dataclass(frozen=True)
 class BenchOptions:
-    concurrency: int
+    concurrency: int | None = None
+    """Agent sessions running at once (required; a resumed bench takes the recorded one)."""
     sessions: int | None = None
     """Sessions to run (the set's sessions in order, repeated if more); default: each once."""
     duration_s: float | None = None
@@ -33,6 +36,8 @@ class BenchOptions:
     slos: dict[str, float] = field(default_factory=dict)
 
     def check(self) -> None:
+        if self.concurrency is None:
+            raise UsageError("--concurrency N is required")
         if self.concurrency < 1:
             raise UsageError("--concurrency must be at least 1")
         if self.sessions is not None and self.duration_s is not None:
@@ -77,14 +82,28 @@ class BenchResult:
     interrupted: bool
     target: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    ran: bool = True
+    """False when --resume found the bench already finished: nothing was sent, this is its record."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run_dir": str(self.run_dir), "request_set_id": self.request_set_id,
+        return {"run_dir": str(self.run_dir), "request_set_id": self.request_set_id, "ran": self.ran,
                 "options": asdict(self.options), "duration_s": round(self.duration_s, 3),
                 "client": self.client.to_dict(), "server": self.server.to_dict(), "agents": asdict(self.agents),
                 "peak_memory_bytes": self.peak_memory_bytes, "memory_source": self.memory_source,
                 "failure": self.failure.to_dict() if self.failure else None, "died": self.died,
                 "interrupted": self.interrupted, "target": self.target, "notes": list(self.notes)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], notes: tuple[str, ...] = ()) -> "BenchResult":
+        """bench.json as the result that wrote it."""
+        server = {k: v for k, v in d["server"].items() if k in {f.name for f in fields(MetricDeltas)}}
+        failure = d.get("failure")
+        return cls(Path(d["run_dir"]), d.get("request_set_id", ""), BenchOptions(**d["options"]),
+                   float(d.get("duration_s") or 0.0), ClientStats(**d["client"]), MetricDeltas(**server),
+                   AgentStats(**d["agents"]), d.get("peak_memory_bytes"), str(d.get("memory_source") or ""),
+                   Failure(**failure) if isinstance(failure, dict) else None, bool(d.get("died")),
+                   bool(d.get("interrupted")), dict(d.get("target") or {}), tuple(d.get("notes") or ()) + notes,
+                   ran=False)
 
 
 def _sessions(rs: RequestSet, count: int | None) -> list[list[Any]]:
@@ -93,25 +112,36 @@ def _sessions(rs: RequestSet, count: int | None) -> list[list[Any]]:
 
 
 async def run_load(target: Target, run: RunDir, rs: RequestSet, opts: BenchOptions, client: ClientOptions,
-                   memory: str, progress: Progress, notes: tuple[str, ...] = ()) -> BenchResult:
+                   memory: str, progress: Progress, notes: tuple[str, ...] = (), *, earlier: Earlier = Earlier(),
+                   attempt: int = 0) -> BenchResult:
+    """Run the sessions (those `earlier` attempts finished are not run again); the result covers all."""
     interrupted = False
     outcomes: list[SessionOutcome] = []
     sessions = _sessions(rs, opts.sessions)
     windows: list[Window] = []
-    async with Load(target, run, client, memory) as load:
+    skip = earlier.finished
+    ended = run.jsonl(SESSIONS_FILE, "one line per ended agent session (--resume skips the finished ones)")
+    # A bench may run for hours: its window keeps figures, not records (they are on disk).
+    async with Load(target, run, client, memory, attempt=attempt, keep_records=False) as load:
         deadline = time.monotonic() + opts.duration_s if opts.duration_s else None
-        progress.start("bench", None if deadline else sum(len(s) for s in sessions))
+        progress.start("bench", None if deadline else sum(len(s) for i, s in enumerate(sessions) if i not in skip))
         try:
             async with load.window("bench") as windows:
-                outcomes = await load.run_sessions(sessions, opts.concurrency, cycle=deadline is not None,
-                                                   deadline=deadline, progress=progress, outcomes=outcomes)
+                outcomes = await load.run_sessions(
+                    sessions, opts.concurrency or 1, cycle=deadline is not None, deadline=deadline, progress=progress,
+                    outcomes=outcomes, skip=skip, on_outcome=lambda o: ended.append({**asdict(o), "attempt": attempt}))
         except asyncio.CancelledError:
             interrupted = True
+        finally:
+            ended.close()
         progress.finish()
         w = windows[0]
-        failure = await asyncio.to_thread(classify, w.records, target, w.deltas)
-        result = BenchResult(run.path, rs.id, opts, w.duration_s, summarise(w.records, w.duration_s, opts.slos or None),
-                             w.deltas, AgentStats.of(outcomes), w.peak_memory_bytes, load.memory_note, failure,
+        failure = await asyncio.to_thread(classify, w.client.failed, target, w.deltas)
+        scrapes = [s for s in load.scraper.since(0) if s.label == "bench"]
+        _, deltas, peak, duration_s = earlier.totals(w, scrapes)
+        stats = ClientTally(earlier.records).merge(w.client).stats(duration_s, opts.slos or None)
+        result = BenchResult(run.path, rs.id, opts, duration_s, stats,
+                             deltas, AgentStats.of([*earlier.outcomes, *outcomes]), peak, load.memory_note, failure,
                              load.dead is not None, interrupted, target.describe(), notes)
     write_json_atomic(run.file("bench.json", "the bench result (what --json prints)"), redact_obj(result.to_dict()))
     if interrupted:
@@ -119,19 +149,33 @@ async def run_load(target: Target, run: RunDir, rs: RequestSet, opts: BenchOptio
     return result
 
 
-def bench(spec: TargetSpec, workload: str, opts: BenchOptions, client: ClientOptions = ClientOptions(),
-          progress: Progress = NoProgress()) -> BenchResult:
+def bench(spec: TargetSpec, workload: str | None, opts: BenchOptions, client: ClientOptions = ClientOptions(),
+          progress: Progress = NoProgress(), resume: str | None = None) -> BenchResult:
+    """Run the bench and record it. With `resume` (a bench's folder) the recorded target, request
+    set and options are used again; the sessions already recorded are not re-run."""
+    job = open_resume(resume, "bench", spec, workload) if resume else None
+    if job is not None:
+        spec, opts = job.spec, job.options(BenchOptions, opts, job.section)
+        if job.finished:
+            return BenchResult.from_dict(job.saved(), job.finished_note())
+        if opts.duration_s is not None:
+            raise InputError(f"{job.run.path}: a --duration bench cannot be resumed (its sessions repeat until "
+                             "the clock runs out)", hint="start a new bench")
+    elif workload is None:
+        raise UsageError("--workload is required (a workload YAML or a request-set.jsonl)")
     opts.check()
     result: BenchResult | None = None
     try:
-        with open_target(spec) as target:
-            rs, note = request_set_for(workload, target)
-            run, ours = run_folder(target, spec, "bench")
-            rs.write(run.file("request-set.jsonl", REQUEST_SET_NOTE))
-            run.update(bench={"workload": workload, "request_set_id": rs.id, **asdict(opts)}, target=target.describe())
+        with job.holding() if job else contextlib.nullcontext(), open_target(spec) as target:
+            run, ours = (job.attach(target), True) if job else run_folder(target, spec, "bench")
+            rs, note = (job.request_set(), None) if job else new_request_set(run, "bench", spec, workload, target,
+                                                                             asdict(opts))
+            earlier = read_earlier(run) if job else Earlier()
+            kept = f"kept {len(earlier.outcomes)} finished sessions" if job else ""
+            notes = ((note,) if note else ()) + (job.notes(kept) if job else ())
             try:
-                result = run_async(run_load(target, run, rs, opts, client, spec.memory, progress,
-                                            (note,) if note else ()))
+                result = run_async(run_load(target, run, rs, opts, client, spec.memory, progress, notes,
+                                            earlier=earlier, attempt=job.attempt if job else 0))
             except KeyboardInterrupt:
                 if ours:
                     run.finish("interrupted")
@@ -140,7 +184,7 @@ def bench(spec: TargetSpec, workload: str, opts: BenchOptions, client: ClientOpt
             failure = result.failure.to_dict() if result.failure else None
             run.update(bench_outcome={"died": result.died, "failure": failure})
             if ours:
-                run.finish("failed" if result.died else "complete")
+                run.finish("failed" if result.died else "complete", **({"reason": None} if job else {}))
     except RunFailed:
         # A server oomkit launched that died during the load fails its launch on the way out;
         # the load's own result already says so, with the finished requests.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -52,7 +53,11 @@ def parse_slos(items: Iterable[str]) -> dict[str, float]:
 def meets(rec: RequestRecord, slos: dict[str, float]) -> bool:
     if not rec.ok:
         return False  # an error never meets an SLO (as in vLLM and GuideLLM)
-    values = {"ttft_ms": rec.ttft_ms, "tpot_ms": tpot_ms(rec), "latency_ms": rec.latency_ms}
+    return _within({"ttft_ms": rec.ttft_ms, "tpot_ms": tpot_ms(rec), "latency_ms": rec.latency_ms}, slos)
+
+
+def _within(values: dict[str, float | None], slos: dict[str, float]) -> bool:
+    """The figures of one answered request against every bound."""
     for key, bound in slos.items():
         v = values[key]
         if v is None:
@@ -93,26 +98,86 @@ class ClientStats:
         return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in asdict(self).items()}
 
 
-def summarise(records: Sequence[RequestRecord], duration_s: float | None = None,
+def _opt(v: float | None) -> float:
+    return math.nan if v is None else v
+
+
+def _val(v: float) -> float | None:
+    return None if math.isnan(v) else v
+
+
+class ClientTally:
+    """The client figures of a window, added up request by request in compact arrays (a few
+    floats per request, NaN for a missing one), so a long bench does not keep every record in
+    memory (benchmarks/long_run.py). The first failed record is kept: it names the failure."""
+
+    def __init__(self, records: Iterable[RequestRecord] = ()):
+        self.requests = self.ok = self.output_tokens = self.prompt_tokens = self.retries = 0
+        self.tool_checks = self.tool_checks_valid = 0
+        self.cached_tokens: int | None = None
+        self.errors_by_kind: Counter[str] = Counter()
+        # One entry per answered request, aligned: SLOs are judged per request.
+        self.ttft_ms, self.tpot_ms, self.latency_ms = array("d"), array("d"), array("d")
+        self.itl_ms = array("d")
+        self.first_failed: RequestRecord | None = None
+        for rec in records:
+            self.add(rec)
+
+    @property
+    def failed(self) -> tuple[RequestRecord, ...]:
+        return (self.first_failed,) if self.first_failed else ()
+
+    def add(self, rec: RequestRecord) -> None:
+        self.requests += 1
+        if rec.ok:
+            self.ok += 1
+            self.ttft_ms.append(_opt(rec.ttft_ms))
+            self.tpot_ms.append(_opt(tpot_ms(rec)))
+            self.latency_ms.append(_opt(rec.latency_ms))
+            self.itl_ms.extend(rec.itl_ms)
+        elif self.first_failed is None:
+            self.first_failed = rec
+        if rec.error_kind:
+            self.errors_by_kind[rec.error_kind] += 1
+        if rec.tool_check is not None:
+            self.tool_checks += 1
+            self.tool_checks_valid += rec.tool_check.valid
+        if rec.cached_tokens is not None:
+            self.cached_tokens = (self.cached_tokens or 0) + rec.cached_tokens
+        self.output_tokens += rec.output_tokens or 0
+        self.prompt_tokens += rec.prompt_tokens or 0
+        self.retries += rec.retries
+
+    def merge(self, other: "ClientTally") -> "ClientTally":
+        for name in ("requests", "ok", "output_tokens", "prompt_tokens", "retries", "tool_checks", "tool_checks_valid"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        if other.cached_tokens is not None:
+            self.cached_tokens = (self.cached_tokens or 0) + other.cached_tokens
+        self.errors_by_kind.update(other.errors_by_kind)
+        for name in ("ttft_ms", "tpot_ms", "latency_ms", "itl_ms"):
+            getattr(self, name).extend(getattr(other, name))
+        self.first_failed = self.first_failed or other.first_failed
+        return self
+
+    def stats(self, duration_s: float | None = None, slos: dict[str, float] | None = None) -> ClientStats:
+        ttft = [v for v in self.ttft_ms if not math.isnan(v)]
+        lat = [v for v in self.latency_ms if not math.isnan(v)]
+        tpots = [v for v in self.tpot_ms if not math.isnan(v)]
+        met = sum(_within({"ttft_ms": _val(a), "tpot_ms": _val(b), "latency_ms": _val(c)}, slos)
+                  for a, b, c in zip(self.ttft_ms, self.tpot_ms, self.latency_ms)) if slos else None
+        rate = (lambda n: n / duration_s) if duration_s else (lambda n: None)
+        return ClientStats(
+            requests=self.requests, ok=self.ok, errors=self.requests - self.ok, errors_by_kind=dict(self.errors_by_kind),
+            ttft_ms_p50=percentile(ttft, 50), ttft_ms_p95=percentile(ttft, 95), ttft_ms_p99=percentile(ttft, 99),
+            latency_ms_p50=percentile(lat, 50), latency_ms_p95=percentile(lat, 95), tpot_ms_p50=percentile(tpots, 50),
+            itl_ms_p50=percentile(self.itl_ms, 50), itl_ms_p95=percentile(self.itl_ms, 95),
+            output_tokens=self.output_tokens, prompt_tokens=self.prompt_tokens, cached_tokens=self.cached_tokens,
+            output_tokens_per_s=rate(self.output_tokens), tool_checks=self.tool_checks,
+            tool_checks_valid=self.tool_checks_valid, retries=self.retries, slo_met=met,
+            slo_attainment=(met / self.requests) if met is not None and self.requests else None,
+            goodput_rps=rate(met) if met is not None else None)
+
+
+def summarise(records: Iterable[RequestRecord], duration_s: float | None = None,
               slos: dict[str, float] | None = None) -> ClientStats:
-    ok = [r for r in records if r.ok]
-    ttft = [r.ttft_ms for r in ok if r.ttft_ms is not None]
-    lat = [r.latency_ms for r in ok if r.latency_ms is not None]
-    itl = [g for r in ok for g in r.itl_ms]
-    tpots = [t for r in ok if (t := tpot_ms(r)) is not None]
-    checks = [r.tool_check for r in records if r.tool_check is not None]
-    out_tokens = sum(r.output_tokens or 0 for r in records)
-    cached = [r.cached_tokens for r in records if r.cached_tokens is not None]
-    met = sum(meets(r, slos) for r in records) if slos else None
-    rate = (lambda n: n / duration_s) if duration_s else (lambda n: None)
-    return ClientStats(
-        requests=len(records), ok=len(ok), errors=len(records) - len(ok),
-        errors_by_kind=dict(Counter(r.error_kind for r in records if r.error_kind)),
-        ttft_ms_p50=percentile(ttft, 50), ttft_ms_p95=percentile(ttft, 95), ttft_ms_p99=percentile(ttft, 99),
-        latency_ms_p50=percentile(lat, 50), latency_ms_p95=percentile(lat, 95), tpot_ms_p50=percentile(tpots, 50),
-        itl_ms_p50=percentile(itl, 50), itl_ms_p95=percentile(itl, 95), output_tokens=out_tokens,
-        prompt_tokens=sum(r.prompt_tokens or 0 for r in records), cached_tokens=sum(cached) if cached else None,
-        output_tokens_per_s=rate(out_tokens), tool_checks=len(checks), tool_checks_valid=sum(c.valid for c in checks),
-        retries=sum(r.retries for r in records), slo_met=met,
-        slo_attainment=(met / len(records)) if met is not None and records else None,
-        goodput_rps=rate(met) if met is not None else None)
+    return ClientTally(records).stats(duration_s, slos)

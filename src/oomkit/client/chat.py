@@ -52,6 +52,8 @@ class _Stream:
     """Everything accumulated from one response stream."""
 
     t0: float
+    status: int | None = None
+    """The HTTP status, once the response head has arrived."""
     content: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
     calls: dict[int, list[Any]] = field(default_factory=dict)  # index -> [id, name, [argument parts]]
@@ -176,31 +178,39 @@ class ChatClient:
 
     async def _attempt(self, req: ChatRequest, started: float) -> RequestRecord:
         st = _Stream(t0=time.perf_counter())
-        status: int | None = None
         try:
             async with asyncio.timeout(self.options.timeout_s):
-                status = await self._exchange(req, st)
+                await self._exchange(req, st)
         except asyncio.CancelledError:
             raise
         except TimeoutError:
             st.error_kind, st.error = "timeout", f"no complete answer within {self.options.timeout_s:g} s"
+        except httpx.ReadTimeout:
+            st.error_kind, st.error = "timeout", self._stalled(st)
         except Exception as err:  # every failure of one request becomes a value
             st.error_kind = classify.from_exception(err)
             st.error = f"{type(err).__name__}: {err}"[:ERROR_TEXT_CHARS]
-        return self._record(req, started, st, status)
+        return self._record(req, started, st, st.status)
 
-    async def _exchange(self, req: ChatRequest, st: _Stream) -> int:
+    def _stalled(self, st: _Stream) -> str:
+        wait = f"{self.options.stall_timeout_s:g} s (stall timeout)"
+        if st.status is None:
+            return f"stalled: no response head within {wait}"
+        return f"stalled: nothing more for {wait} after {st.chunks} token chunks"
+
+    async def _exchange(self, req: ChatRequest, st: _Stream) -> None:
         async with self.http.stream("POST", "/v1/chat/completions", json=self._payload(req)) as resp:
+            st.status = resp.status_code
             if resp.status_code != 200:
                 body = (await resp.aread()).decode("utf-8", "replace")
                 st.error_kind = classify.from_status(resp.status_code, body)
                 st.error = f"HTTP {resp.status_code}: {body}"[:ERROR_TEXT_CHARS]
-                return resp.status_code
+                return
             ctype = resp.headers.get("content-type", "")
             if "text/event-stream" not in ctype:
                 st.error_kind = "not_openai" if "json" not in ctype else "malformed_stream"
                 st.error = f"expected text/event-stream, got {ctype or 'no content-type'}"
-                return resp.status_code
+                return
             decoder = SseDecoder()
             try:
                 async for piece in resp.aiter_raw():
@@ -220,7 +230,6 @@ class ChatClient:
                 for data in decoder.close():
                     st.event(data, time.perf_counter())
             st.end_s = st.end_s or time.perf_counter()
-            return resp.status_code
 
     def _record(self, req: ChatRequest, started: float, st: _Stream, status: int | None) -> RequestRecord:
         kind, error = st.error_kind, st.error

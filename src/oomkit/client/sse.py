@@ -12,6 +12,9 @@ class MalformedStream(ValueError):
 
 
 _FIELDS = ("data", "event", "id", "retry")
+# One event larger than this is no chat chunk (vLLM's are under a few KiB, tool calls and logprobs
+# included): a body that never ends an event must fail, not grow the buffer until the timeout.
+MAX_EVENT_CHARS = 8 * 2**20
 
 
 class SseDecoder:
@@ -30,6 +33,8 @@ class SseDecoder:
         buf = self._buf + text if self._buf else text
         events = buf.split("\n\n")
         self._buf = events.pop()  # the unfinished rest ("" when the piece ended an event)
+        if len(self._buf) > MAX_EVENT_CHARS:
+            raise MalformedStream(f"no end of event after {MAX_EVENT_CHARS:,} characters: {self._buf[:80]!r}")
         out = []
         for ev in events:
             if ev.startswith("data: ") and "\n" not in ev:

@@ -29,17 +29,17 @@ def duration_s(text: str | None) -> float | None:
 
 @click.command("bench")
 @target_options
-@click.option("--workload", required=True, help="Workload YAML, or a request-set.jsonl to reuse unchanged.")
-@click.option("--concurrency", type=int, required=True, help="Agent sessions running at once.")
+@click.option("--workload", help="Workload YAML, or a request-set.jsonl to reuse unchanged (required).")
+@click.option("--concurrency", type=int, help="Agent sessions running at once (required).")
 @click.option("--sessions", type=int, help="Sessions to run (default: each session of the set once).")
 @click.option("--duration", help="Run this long instead (e.g. 90s, 5m), repeating the sessions.")
 def command(workload, concurrency, sessions, duration, **kw):
     """Target load: client latency, /metrics deltas, peak memory, agent-loop success, goodput."""
     spec, client, slos = common(kw)
     opts = BenchOptions(concurrency, sessions, duration_s(duration), slos)
-    result = bench(spec, workload, opts, client, LineProgress(sys.stderr, enabled=not kw["as_json"]))
+    result = bench(spec, workload, opts, client, LineProgress(sys.stderr, enabled=not kw["as_json"]), kw["resume"])
     click.echo(redact(json.dumps(result.to_dict(), indent=2, default=str)) if kw["as_json"] else redact(render(result)))
-    if result.died:
+    if result.died and result.ran:
         f = result.failure
         why = f"{f.kind}: {f.reason}" if f else "the server stopped serving"
         raise RunFailed(f"the server died during the bench: {why}",

@@ -37,6 +37,8 @@ def target_options(f):
                      help="Retries of a request whose tool calls do not validate (counted)."),
         click.option("--runs-dir", default="runs", show_default=True),
         click.option("--label", help="Name for the run folder."),
+        click.option("--resume", metavar="RUN", help="Continue a run that did not finish (folder, id or id prefix): "
+                     "what it finished is kept, the rest runs with its recorded target, requests and options."),
         click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table."),
     ]):
         f = opt(f)
@@ -62,8 +64,8 @@ def command(workload, max_concurrency, max_history_doublings, max_prompt_tokens,
     """Short request, tool call, agent steps, longer history, more concurrency (to the knee), repeat."""
     spec, client, slos = common(kw)
     opts = LadderOptions(max_concurrency, max_history_doublings, max_prompt_tokens, agent_steps, slos, expect_reasoning)
-    result = ladder(spec, workload, opts, client, LineProgress(sys.stderr, enabled=not kw["as_json"]))
+    result = ladder(spec, workload, opts, client, LineProgress(sys.stderr, enabled=not kw["as_json"]), kw["resume"])
     click.echo(redact(json.dumps(result.to_dict(), indent=2, default=str)) if kw["as_json"] else redact(render(result)))
-    if result.failure:
+    if result.failure and result.ran:
         raise RunFailed(f"ladder stopped at {result.stopped_at}: {result.failure.phase}: {result.failure.reason}",
                         hint=f"see {result.run_dir}")

@@ -1,16 +1,20 @@
 """Cells: one mode, one repeat, against one server. Before each cell the prefix cache is reset
 (POST /reset_prefix_cache, which vLLM serves only with VLLM_SERVER_DEV_MODE=1) or, where the
 server has no such endpoint, the cell's requests carry their own `cache_salt`, so one cell cannot
-warm the next. Every finished cell is appended to cells.jsonl at once (resume skips it)."""
+warm the next. Every finished cell is appended to cells.jsonl at once (resume skips it). A cell
+during which the server died is recorded too, with `failure` and its evidence; it is no
+measurement: verdicts leave it out and resume runs it again."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from oomkit.bench.engine import Load, SessionOutcome, Window
+from oomkit.bench.failure import classify
 from oomkit.bench.run import AgentStats
 from oomkit.bench.stats import percentile, summarise
 from oomkit.bench.target import Target
@@ -55,6 +59,8 @@ class Cell:
     agent_success_share: float | None
     started_unix_s: float
     duration_s: float
+    failure: dict[str, Any] | None = None
+    """Set when the server died during the cell: kind, phase, reason, evidence (bench.failure)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(self).items()}
@@ -132,16 +138,25 @@ async def run_group(target: Target, run: RunDir, rs: RequestSet, job: GroupJob, 
             for mode in job.modes:
                 if (mode.name, repeat) in job.done:
                     continue
-                cell = await _one_cell(load, rs, job, mode, repeat, method, str(run.path))
+                cell, window = await _one_cell(load, rs, job, mode, repeat, method, str(run.path))
+                if load.dead is not None:
+                    cell = replace(cell, failure=await _why_dead(load, window))
                 cells.append(cell)
                 on_cell(cell)
-                if load.dead is not None:
+                if cell.failure:
                     return cells
     return cells
 
 
+async def _why_dead(load: Load, window: Window) -> dict[str, Any]:
+    """The server died during this cell: why, from its log when oomkit launched it."""
+    assert load.dead is not None
+    failure = await asyncio.to_thread(classify, window.records or (load.dead,), load.target, window.deltas)
+    return failure.to_dict() if failure else {"kind": load.dead.error_kind, "reason": load.dead.error}
+
+
 async def _one_cell(load: Load, rs: RequestSet, job: GroupJob, mode: Mode, repeat: int, method: str,
-                    server_run: str) -> Cell:
+                    server_run: str) -> tuple[Cell, Window]:
     salt = None
     if method == "endpoint":
         await try_reset(load)
@@ -153,4 +168,4 @@ async def _one_cell(load: Load, rs: RequestSet, job: GroupJob, mode: Mode, repea
     outcomes: list[SessionOutcome] = []
     async with load.window(f"{mode.name}#{repeat}") as out:
         await load.run_sessions(sessions, concurrency, overrides=overrides, outcomes=outcomes)
-    return cell_from(mode, repeat, out[0], outcomes, concurrency, method, salt, server_run)
+    return cell_from(mode, repeat, out[0], outcomes, concurrency, method, salt, server_run), out[0]

@@ -32,6 +32,9 @@ def render(data: dict[str, Any], run_dir: str) -> str:
         lines.append(f"{mode['name']:<20} {change[:38]:<38} " + " ".join(f"{r:>12}" for r in row))
     for name, fail in data.get("launch_failures", {}).items():
         lines.append(f"{name}: did not start: {fail.get('phase')}: {fail.get('summary')}")
+    for name, death in data.get("server_deaths", {}).items():
+        lines.append(f"{name}: the server died during cell {death.get('cell')}: {death.get('phase')}: "
+                     f"{death.get('reason')}")
     lines += ["", "medians; + better, - worse, = same, ? inconclusive (repeat ranges overlap) vs the baseline"]
     lines += [f"note: {n}" for n in data["notes"]] + [f"note ({m['name']}): {n}" for m in data["modes"] for n in m["notes"]]
     lines.append(f"folder: {run_dir}")

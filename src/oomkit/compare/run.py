@@ -1,6 +1,9 @@
 """`compare(experiment)`: the baseline server runs the baseline and every client-side mode; each
 server-side mode gets its own server through `launch`. Cells go to a compare folder (kind
-`compare`): cells.jsonl as they finish, compare.json with the verdicts at the end. Resumable."""
+`compare`): cells.jsonl as they finish, compare.json with the verdicts at the end. Resumable.
+A server that dies during a cell: that cell is recorded with the failure and its evidence; a dead
+baseline server ends the comparison (failed, exit 1, resume continues), a dead variant server is
+that variant's result, like a variant that does not start."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from oomkit.compare.cells import Cell, GroupJob, run_group
 from oomkit.compare.checks import check_plan, variant_profile
 from oomkit.compare.spec import BASELINE, ExperimentSpec, Mode, Plan, load_experiment, plan_experiment
 from oomkit.compare.verdict import compare_modes
-from oomkit.errors import InputError, UsageError
+from oomkit.errors import InputError, RunFailed, UsageError
 from oomkit.fsio import write_json_atomic
 from oomkit.launch import LaunchFailed, Profile, load_profile
 from oomkit.rundir import RunDir, find_run, redact_obj
@@ -26,6 +29,10 @@ from oomkit.workload.requestset import RequestSet, read_request_set
 
 SCHEMA = "oomkit.compare/1"
 REQUEST_SET = "request-set.jsonl"
+
+
+class ServerDied(RunFailed):
+    """The baseline server died during a cell: there is nothing left to compare against."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +79,7 @@ def _folder(spec: ExperimentSpec, plan: Plan, opts: CompareOptions) -> RunDir:
         if run.manifest().get("experiment", {}).get("name") != spec.name:
             raise InputError(f"{run.path} belongs to experiment {run.manifest().get('experiment', {}).get('name')!r}, "
                              f"not {spec.name!r}", hint="resume with the same experiment file")
-        run.update(state="running")
+        run.update(state="running", reason=None, error=None, ended_at=None)
         return run
     run = RunDir.create(opts.runs_dir, spec.name, kind="compare")
     run.update(experiment=spec.model_dump(mode="json"), experiment_file=spec.source,
@@ -106,6 +113,10 @@ def _run_server(target: Target, server_run: RunDir, run: RunDir, spec: Experimen
     with run.jsonl("cells.jsonl", "one line per finished cell: mode, repeat, figures") as out:
         def on_cell(cell: Cell) -> None:
             out.append(redact_obj(cell.to_dict()))
+            if cell.failure:
+                why = cell.failure
+                _say(opts, f"cell {cell.label}: the server died: {why.get('kind')}: {why.get('reason')}")
+                return
             done.add((cell.mode, cell.repeat))
             _say(opts, f"cell {cell.label}: {cell.requests} requests, {cell.errors} errors, "
                        f"TTFT p95 {_ms(cell.ttft_ms_p95)}, preemptions {cell.preemptions}, "
@@ -122,40 +133,71 @@ class _Runner:
 
     def __init__(self, run: RunDir, spec: ExperimentSpec, profile: Profile, repeats: int, opts: CompareOptions):
         self.run, self.spec, self.profile, self.repeats, self.opts = run, spec, profile, repeats, opts
-        self.done = {(c["mode"], c["repeat"]) for c in run.read_jsonl("cells.jsonl")}
+        manifest = run.manifest()
+        self.done = {(c["mode"], c["repeat"]) for c in run.read_jsonl("cells.jsonl") if not c.get("failure")}
         self.launches = self.restarts = 0
-        self.failures = dict(run.manifest().get("launch_failures") or {})
-        self.servers = dict(run.manifest().get("server_runs") or {})
+        self.before = manifest.get("compare") or {}
+        self.failures = dict(manifest.get("launch_failures") or {})
+        self.deaths = dict(manifest.get("server_deaths") or {})
+        self.servers = dict(manifest.get("server_runs") or {})
 
-    def cells(self, target: Target, name: str, modes: tuple[Mode, ...]) -> None:
+    def totals(self) -> dict[str, int]:
+        """Server starts and restarts over every attempt at this comparison (resumes included)."""
+        return {"server_starts": int(self.before.get("server_starts") or 0) + self.launches,
+                "restarts": int(self.before.get("restarts") or 0) + self.restarts}
+
+    def cells(self, target: Target, name: str, modes: tuple[Mode, ...]) -> Cell | None:
+        """Run the group's pending cells; the cell during which the server died, if it did."""
         self.servers[name] = str(target.run_dir.path) if target.run_dir else None
         self.run.update(server_runs=self.servers)
-        _run_server(target, target.run_dir or self.run, self.run, self.spec, modes, self.repeats, self.done, self.opts)
+        cells = _run_server(target, target.run_dir or self.run, self.run, self.spec, modes, self.repeats, self.done,
+                            self.opts)
+        return next((c for c in cells if c.failure), None)
 
     def group(self, server_mode: Mode | None, modes: tuple[Mode, ...]) -> None:
         if not modes or not _pending(modes, self.repeats, self.done):
             return
         name = server_mode.name if server_mode else BASELINE
+        self.failures.pop(name, None)  # an earlier attempt's outcome; this attempt records its own
+        self.deaths.pop(name, None)
+        self.run.update(launch_failures=self.failures, server_deaths=self.deaths)
         if self.opts.url:
-            return self.cells(url_target(self.opts.url), name, modes)
+            return self._died(name, server_mode, self.cells(url_target(self.opts.url), name, modes))
         if server_mode is None and self.opts.target is not None:
-            return self.cells(self.opts.target, name, modes)
+            return self._died(name, server_mode, self.cells(self.opts.target, name, modes))
         prof = variant_profile(self.profile, server_mode) if server_mode else self.profile
         _say(self.opts, f"launching the {name} server ({prof.label})")
         self.launches += 1
         self.restarts += server_mode is not None  # only server-side modes restart vLLM
+        died: Cell | None = None
         try:
             with profile_target(prof, self.opts.runs_dir) as target:  # type: ignore[arg-type]
-                self.cells(target, name, modes)
-        except LaunchFailed as err:
-            if server_mode is None:
+                died = self.cells(target, name, modes)
+        except LaunchFailed as err:  # not ready; or it died during the cells, which `died` explains
+            if died is None and server_mode is None:
                 raise
-            # A variant that does not start is a result (e.g. a max_model_len the pool cannot hold).
-            self.failures[name] = {"run_dir": str(err.result.run_dir), "phase": err.verdict.get("phase"),
-                                   "summary": err.verdict.get("summary"),
-                                   "evidence": err.verdict.get("evidence", [])[:3]}
-            self.run.update(launch_failures=self.failures)
-            _say(self.opts, f"the {name} server did not start: {err.one_line()}")
+            if died is None:
+                # A variant that does not start is a result (e.g. a max_model_len the pool cannot hold).
+                self.failures[name] = {"run_dir": str(err.result.run_dir), "phase": err.verdict.get("phase"),
+                                       "summary": err.verdict.get("summary"),
+                                       "evidence": err.verdict.get("evidence", [])[:3]}
+                self.run.update(launch_failures=self.failures)
+                _say(self.opts, f"the {name} server did not start: {err.one_line()}")
+                return
+        self._died(name, server_mode, died)
+
+    def _died(self, name: str, server_mode: Mode | None, cell: Cell | None) -> None:
+        if cell is None or cell.failure is None:
+            return
+        why = cell.failure
+        self.deaths[name] = {"cell": cell.label, "server_run": cell.server_run, "kind": why.get("kind"),
+                             "phase": why.get("phase"), "reason": why.get("reason"),
+                             "evidence": (why.get("evidence") or [])[:3]}
+        self.run.update(server_deaths=self.deaths)
+        text = f"the {name} server died during cell {cell.label}: {why.get('phase')}: {why.get('reason')}"
+        if server_mode is None:
+            raise ServerDied(text, hint=f"the finished cells are kept; continue with --resume {self.run.path}")
+        _say(self.opts, text)
 
 
 def compare(experiment: ExperimentSpec | str, opts: CompareOptions = CompareOptions(),
@@ -178,33 +220,40 @@ def compare(experiment: ExperimentSpec | str, opts: CompareOptions = CompareOpti
         for server_mode, modes in _groups(plan):
             runner.group(server_mode, modes)
     except KeyboardInterrupt:
-        run.finish("interrupted")
+        run.finish("interrupted", reason="interrupted", compare=runner.totals())
         raise
     except Exception as err:
-        run.finish("failed", error=f"{type(err).__name__}: {err}")
+        run.finish("failed", reason=_reason(err), error=f"{type(err).__name__}: {err}", compare=runner.totals())
         raise
     data = _result(run, plan, runner, time.monotonic() - began)
     write_json_atomic(run.file("compare.json", "the comparison: cells, per-metric verdicts, restarts"), redact_obj(data))
-    run.finish("complete", compare={"server_starts": data["server_starts"], "restarts": data["restarts"],
-                                     "request_set_id": data["request_set_id"]})
+    run.finish("complete", compare={**runner.totals(), "request_set_id": data["request_set_id"]})
     return CompareResult(run.path, data)
+
+
+def _reason(err: Exception) -> str:
+    if isinstance(err, ServerDied):
+        return "baseline_server_died"
+    if isinstance(err, LaunchFailed):
+        return f"baseline_{err.result.reason or 'failed'}"
+    return "error"
 
 
 def _result(run: RunDir, plan: Plan, runner: _Runner, duration_s: float) -> dict[str, Any]:
     repeats, failures, servers = runner.repeats, runner.failures, runner.servers
-    cells = _latest_cells(run.read_jsonl("cells.jsonl"))
+    recorded = run.read_jsonl("cells.jsonl")
+    cells = [c for c in _latest_cells(recorded) if not c.get("failure")]
     manifest = run.manifest()
-    comparisons = {m.name: [v.to_dict() for v in compare_modes(cells, BASELINE, m.name)]
-                   for m in plan.modes if m.name != BASELINE and m.name not in failures}
-    before = manifest.get("compare") or {}
-    starts = int(before.get("server_starts") or 0) + runner.launches
+    unjudged = {BASELINE, *failures, *runner.deaths}  # no cells to judge: it did not start, or its server died
+    judged = [m.name for m in plan.modes if m.name not in unjudged]
+    comparisons = {name: [v.to_dict() for v in compare_modes(cells, BASELINE, name)] for name in judged}
     return {"schema": SCHEMA, "experiment": plan.spec.name, "experiment_file": plan.spec.source,
             "request_set_id": manifest.get("request_set_id"), "repeats": repeats,
             "baseline": {"profile": plan.spec.path(plan.spec.profile), "concurrency": plan.spec.concurrency,
                          "sessions": plan.spec.sessions, "steps": plan.spec.steps},
             "modes": [m.to_dict() for m in plan.modes], "cells": cells, "comparisons": comparisons,
-            "launch_failures": failures, "server_runs": servers, "server_starts": starts,
-            "restarts": int(before.get("restarts") or 0) + runner.restarts,
+            "launch_failures": failures, "server_deaths": runner.deaths,
+            "failed_cells": [c for c in recorded if c.get("failure")], "server_runs": servers, **runner.totals(),
             "reset_methods": sorted({c["reset"] for c in cells}), "notes": list(plan.notes),
             "duration_s": round(duration_s, 2)}
 

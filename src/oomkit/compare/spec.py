@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from oomkit.compare.factors import BY_NAME, CLIENT, RETENTION, RETENTION_ENV, canonical
 from oomkit.errors import InputError
+from oomkit.yamlio import load_yaml
 
 RESETS = ("auto", "endpoint", "salt", "none")
 BASELINE = "baseline"
@@ -166,12 +166,4 @@ def describe(err: ValidationError) -> str:
 
 def load_experiment(path: str | os.PathLike[str]) -> ExperimentSpec:
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{p}: no such experiment file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"{p}: cannot read: {err}") from None
-    except yaml.YAMLError as err:
-        raise InputError(f"{p}: not valid YAML: {str(err).splitlines()[0]}") from None
-    return parse_experiment(data, str(p))
+    return parse_experiment(load_yaml(p, "experiment file"), str(p))

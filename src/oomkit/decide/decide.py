@@ -11,7 +11,7 @@ from typing import Any
 
 from oomkit import __version__
 from oomkit.decide.checklist import Item, checklist, retest_item
-from oomkit.decide.evidence import RunEvidence, load_all
+from oomkit.decide.evidence import RunEvidence, load_all, written_by_oomkit
 from oomkit.decide.facts import Facts
 from oomkit.decide.requirements import Requirements, load_requirements
 from oomkit.decide.rules import Ctx, apply
@@ -115,30 +115,31 @@ def decide(refs: list[str], requirements: Requirements | str, opts: DecideOption
     if opts.team not in TEAMS:
         raise UsageError(f"--team {opts.team!r}: one of {', '.join(TEAMS)}")
     req = requirements if isinstance(requirements, Requirements) else load_requirements(requirements)
-    runs, set_id = load_all(refs, opts.runs_dir)
-    facts = Facts(runs, req, set_id)
-    facts.recipe_check = _recipe_check(facts, opts.recipe)
-    team = TEAMS[opts.team]
-    crit = criteria(facts, team)
-    rule, fired = apply(facts, Ctx(team, crit))
-    run = RunDir.create(opts.runs_dir, "decision", kind="decision") if opts.write else None
-    text, ok, why = _retest(facts, req, team.name)
-    retest_path = run.file("retest.md", "how to measure again after a vLLM update") if run else None
-    if retest_path:
-        write_text_atomic(retest_path, text)
-    items = checklist(facts) + [retest_item(str(retest_path) if retest_path else None, ok and run is not None, why)]
-    decision = Decision(
-        fired.verdict, {"id": rule.id, "text": rule.text, "source": rule.source}, fired.summary, fired.numbers,
-        fired.evidence, fired.recommendations, {"name": team.name, "asks": team.asks, "source": team.source},
-        tuple(crit), tuple(items), tuple(r.to_dict() for r in _inputs(runs)), set_id, req.to_dict(),
-        tuple(untested(facts)), run.path if run else None,
-        {"capacity": facts.capacity().to_dict(), "recipe_check": facts.recipe_check})
-    if run:
-        write_json_atomic(run.file("decision.json", "the verdict, rule, numbers, evidence, checklist"),
-                          redact_obj(decision.to_dict()))
-        run.finish("complete", decision={"verdict": decision.verdict, "rule": rule.id, "team": team.name},
-                   inputs=[r.path for r in runs])
-    return decision
+    with written_by_oomkit(refs):
+        runs, set_id = load_all(refs, opts.runs_dir)
+        facts = Facts(runs, req, set_id)
+        facts.recipe_check = _recipe_check(facts, opts.recipe)
+        team = TEAMS[opts.team]
+        crit = criteria(facts, team)
+        rule, fired = apply(facts, Ctx(team, crit))
+        run = RunDir.create(opts.runs_dir, "decision", kind="decision") if opts.write else None
+        text, ok, why = _retest(facts, req, team.name)
+        retest_path = run.file("retest.md", "how to measure again after a vLLM update") if run else None
+        if retest_path:
+            write_text_atomic(retest_path, text)
+        items = checklist(facts) + [retest_item(str(retest_path) if retest_path else None, ok and run is not None, why)]
+        decision = Decision(
+            fired.verdict, {"id": rule.id, "text": rule.text, "source": rule.source}, fired.summary, fired.numbers,
+            fired.evidence, fired.recommendations, {"name": team.name, "asks": team.asks, "source": team.source},
+            tuple(crit), tuple(items), tuple(r.to_dict() for r in _inputs(runs)), set_id, req.to_dict(),
+            tuple(untested(facts)), run.path if run else None,
+            {"capacity": facts.capacity().to_dict(), "recipe_check": facts.recipe_check})
+        if run:
+            write_json_atomic(run.file("decision.json", "the verdict, rule, numbers, evidence, checklist"),
+                              redact_obj(decision.to_dict()))
+            run.finish("complete", decision={"verdict": decision.verdict, "rule": rule.id, "team": team.name},
+                       inputs=[r.path for r in runs])
+        return decision
 
 
 def _inputs(runs: list[RunEvidence]) -> list[RunEvidence]:

@@ -5,11 +5,14 @@ lacks; runs that sent different request sets are refused: the comparison would b
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from oomkit.errors import InputError
+from oomkit.fsio import JSON_ERRORS
 from oomkit.imports import ImportedRun, read_import
 from oomkit.rundir import MANIFEST, SCHEMA
 
@@ -22,6 +25,24 @@ REQUIRED = {
     "bench.json": ("request_set_id", "options", "client", "server", "agents"),
     "compare.json": ("schema", "request_set_id", "modes", "cells", "comparisons"),
 }
+
+
+# What reading a field of an unexpected shape raises: a string where a list belongs, a key that is
+# missing, 10**400 where a float is needed, a decision.json that is not JSON.
+WRONG_SHAPE = (TypeError, KeyError, AttributeError, ValueError, IndexError, OverflowError, ZeroDivisionError,
+               RecursionError)
+
+
+@contextmanager
+def written_by_oomkit(refs: list[str]) -> Iterator[None]:
+    """Run-folder files are oomkit's own, but one edited by hand, cut short or written by another
+    version can hold anything: reading such a field is unusable input (one line), not a traceback."""
+    try:
+        yield
+    except WRONG_SHAPE as err:
+        raise InputError(f"{', '.join(refs)}: a file of the run folder has a field of an unexpected shape "
+                         f"({type(err).__name__}: {str(err)[:160]})",
+                         hint="was a file in it edited or cut short? rerun that stage, or leave the run out") from None
 
 
 @dataclass(frozen=True)
@@ -60,8 +81,8 @@ class RunEvidence:
 def _json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputError(f"{path}: unreadable ({err})") from None
+    except (OSError, *JSON_ERRORS) as err:  # UnicodeDecodeError is a ValueError
+        raise InputError(f"{path}: unreadable ({str(err)[:200]})") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: not a JSON object")
     return data

@@ -9,10 +9,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from oomkit.errors import InputError
+from oomkit.yamlio import load_yaml
 
 # "2s" in a *_ms field, "5m" in a *_s field, "12k" tokens, "90%" in a *_pct field.
 _UNIT = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z%]+)\s*$")
@@ -147,12 +147,4 @@ def parse_requirements(data: Any, source: str = "<requirements>") -> Requirement
 
 def load_requirements(path: str | os.PathLike[str]) -> Requirements:
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{p}: no such requirements file", hint="see examples/requirements-testbed.yaml") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"{p}: cannot read: {err}") from None
-    except yaml.YAMLError as err:
-        raise InputError(f"{p}: not valid YAML: {str(err).splitlines()[0]}") from None
-    return parse_requirements(data, str(p))
+    return parse_requirements(load_yaml(p, "requirements file", hint="see examples/requirements-testbed.yaml"), str(p))

@@ -73,7 +73,7 @@ def read_host(environ: dict[str, str]) -> HostInfo:
 
 def parse_meminfo(text: str) -> tuple[int | None, int | None]:
     def field(name: str) -> int | None:
-        match = re.search(rf"^{name}:\s+(\d+)\s*kB", text, re.MULTILINE)
+        match = re.search(rf"^{name}:\s+(\d{{1,19}})\s*kB", text, re.MULTILINE)  # 19 digits: int() has a limit
         return int(match.group(1)) * 1024 if match else None
 
     return field("MemTotal"), field("MemAvailable")
@@ -86,7 +86,7 @@ def parse_cpu_model(text: str) -> str | None:
 
 
 def parse_lscpu_count(text: str) -> int | None:
-    match = re.search(r"^CPU\(s\):\s*(\d+)", text, re.MULTILINE)
+    match = re.search(r"^CPU\(s\):\s*(\d{1,9})\b", text, re.MULTILINE)  # more digits is no CPU count
     if match:
         return int(match.group(1))
     processors = re.findall(r"^processor\s*:", text, re.MULTILINE)

@@ -175,7 +175,7 @@ def visible_gpus(gpus: Sequence[GpuInfo], cuda_visible_devices: str | None) -> l
 
 
 def _find_gpu(gpus: Sequence[GpuInfo], item: str) -> GpuInfo | None:
-    if re.fullmatch(r"\d+", item):
+    if re.fullmatch(r"\d{1,9}", item):
         return next((g for g in gpus if g.index == int(item)), None)
     if item.startswith("GPU-"):
         return next((g for g in gpus if g.uuid and g.uuid.startswith(item)), None)

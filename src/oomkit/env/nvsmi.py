@@ -62,7 +62,7 @@ def _text(node: ET.Element, path: str) -> str | None:
 
 
 def _mib_to_bytes(value: str | None) -> int | None:
-    match = re.fullmatch(r"(\d+)\s*MiB", value or "")
+    match = re.fullmatch(r"(\d{1,19})\s*MiB", value or "")  # more digits is no memory size
     return int(match.group(1)) * MIB if match else None
 
 

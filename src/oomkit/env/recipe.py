@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
 
 from oomkit.errors import InputError
+from oomkit.yamlio import load_yaml
 
 
 def _scalar(value: Any) -> str:
@@ -170,14 +171,9 @@ _NoFloatLoader.yaml_implicit_resolvers = {
 
 def load_recipe(path: str | os.PathLike[str]) -> Recipe:
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"{p}: cannot read the recipe ({err})", "pass a vLLM recipes YAML file") from None
-    try:
-        data = yaml.load(text, Loader=_NoFloatLoader)  # noqa: S506 — a SafeLoader subclass
-    except yaml.YAMLError as err:
-        raise InputError(f"{p}: not valid YAML ({str(err).splitlines()[0]})", "pass a vLLM recipes YAML file") from None
+    if not p.exists():
+        raise InputError(f"{p}: cannot read the recipe (no such file)", "pass a vLLM recipes YAML file")
+    data = load_yaml(p, "recipe", "pass a vLLM recipes YAML file", loader=_NoFloatLoader)
     if not isinstance(data, dict) or "model" not in data:
         raise InputError(f"{p}: not a vLLM recipe (no `model:` section)",
                          "recipes look like vllm-project/recipes models/<org>/<model>.yaml")

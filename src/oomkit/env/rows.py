@@ -118,7 +118,7 @@ def driver(prose: ProseFacts, snap: EnvSnapshot, hardware: str | None) -> Row | 
     version = snap.driver.driver_version if snap.driver else None
     if version is None:
         return req, snap.gpu_note or "driver version unknown", UNKNOWN, WHY["driver"], source
-    branch = int(re.match(r"\d+", version).group(0)) if re.match(r"\d+", version) else None
+    branch = int(re.match(r"\d{1,9}", version).group(0)) if re.match(r"\d{1,9}", version) else None
     if branch is None:
         return req, version, UNKNOWN, WHY["driver"], source
     return req, version, PASS if branch >= prose.driver_min else FAIL, WHY["driver"], source

@@ -113,7 +113,7 @@ def torch_cuda_from_version_py(text: str | None) -> str | None:
 def parse_version(version: str) -> tuple[tuple[int, ...], int]:
     """(release, stage) with stage -1 for dev/rc/alpha/beta builds, 0 final, 1 post (PEP 440 order)."""
     public = version.strip().lstrip("v").partition("+")[0]
-    match = re.match(r"(\d+(?:\.\d+)*)(.*)", public)
+    match = re.match(r"(\d{1,9}(?:\.\d{1,9})*)(.*)", public)  # int() refuses 4,300+ digits
     if not match:
         raise ValueError(f"not a version: {version!r}")
     release = tuple(int(x) for x in match.group(1).split("."))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from oomkit.bench.engine import Window
@@ -37,6 +37,14 @@ class StepResult:
                 "latency_ms_p95": r(self.latency_ms_p95), "errors": self.errors, "requests": self.requests,
                 "duration_s": r(self.duration_s), "notes": list(self.notes), "detail": self.detail,
                 "failure": self.failure.to_dict() if self.failure else None}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "StepResult":
+        """A steps.jsonl line (or a step of ladder.json) as the StepResult that wrote it."""
+        kept = {f.name: d[f.name] for f in fields(cls) if f.name in d}
+        failure = d.get("failure")
+        return cls(**{**kept, "notes": tuple(d.get("notes") or ()), "detail": dict(d.get("detail") or {}),
+                      "failure": Failure(**failure) if isinstance(failure, dict) else None})
 
 
 def _round(v: Any) -> Any:

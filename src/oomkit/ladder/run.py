@@ -4,13 +4,15 @@ the first failure; writes steps.jsonl, ladder.json and poc.json."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from oomkit.bench.engine import Load, run_async
 from oomkit.bench.failure import Failure
-from oomkit.bench.prepare import REQUEST_SET_NOTE, TargetSpec, open_target, request_set_for, run_folder
+from oomkit.bench.prepare import TargetSpec, open_target, run_folder
+from oomkit.bench.resume import new_request_set, open_resume
 from oomkit.bench.progress import NoProgress, Progress
 from oomkit.bench.target import Target
 from oomkit.client.chat import ClientOptions
@@ -18,6 +20,7 @@ from oomkit.errors import RunFailed
 from oomkit.fsio import write_json_atomic
 from oomkit.ladder.knee import Knee
 from oomkit.ladder.poc import build_poc
+from oomkit.ladder.resume import RUNGS_FILE, STEPS_FILE, Done, read_done, window_line
 from oomkit.ladder.result import StepResult
 from oomkit.ladder.steps import STEPS, Ctx, LadderOptions
 from oomkit.rundir import RunDir, redact_obj
@@ -38,9 +41,11 @@ class LadderResult:
     memory_source: str
     target: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    ran: bool = True
+    """False when --resume found the ladder already finished: nothing was sent, this is its record."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run_dir": str(self.run_dir), "request_set_id": self.request_set_id,
+        return {"run_dir": str(self.run_dir), "request_set_id": self.request_set_id, "ran": self.ran,
                 "steps": [s.to_dict() for s in self.steps],
                 "knee": self.knee.to_dict() if self.knee else {"concurrency": None, "reason": "not reached",
                                                                  "last_good": None},
@@ -48,20 +53,39 @@ class LadderResult:
                 "stopped_at": self.stopped_at, "interrupted": self.interrupted,
                 "memory_source": self.memory_source, "target": self.target, "notes": list(self.notes)}
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], notes: tuple[str, ...] = ()) -> "LadderResult":
+        """ladder.json as the result that wrote it (`ran` False: read back, not run)."""
+        knee = d.get("knee") or {}
+        failure = d.get("failure")
+        return cls(Path(d["run_dir"]), d.get("request_set_id", ""), tuple(StepResult.from_dict(s) for s in d["steps"]),
+                   Knee(**knee) if knee and knee.get("reason") != "not reached" else None,
+                   dict(d.get("poc") or {}), Failure(**failure) if isinstance(failure, dict) else None,
+                   d.get("stopped_at"), bool(d.get("interrupted")), str(d.get("memory_source") or ""),
+                   dict(d.get("target") or {}), tuple(d.get("notes") or ()) + notes, ran=False)
+
 
 async def run_steps(target: Target, run: RunDir, rs: RequestSet, opts: LadderOptions, client: ClientOptions,
-                    memory: str, progress: Progress, notes: tuple[str, ...] = ()) -> LadderResult:
+                    memory: str, progress: Progress, notes: tuple[str, ...] = (), *, done: Done = Done(),
+                    attempt: int = 0) -> LadderResult:
+    """Run the steps in order; steps (and concurrency rungs) in `done` are kept, not sent again."""
     steps: dict[str, StepResult] = {}
     stopped_at: str | None = None
     interrupted = False
-    steps_file = run.jsonl("steps.jsonl", "one line per ladder step: phase, memory, KV, preemptions, latency")
-    async with Load(target, run, client, memory) as load:
-        ctx = Ctx(load, target, rs, opts, progress)
+    steps_file = run.jsonl(STEPS_FILE, "one line per ladder step: phase, memory, KV, preemptions, latency")
+    rungs_file = run.jsonl(RUNGS_FILE, "one line per finished concurrency rung (--resume skips it)")
+    async with Load(target, run, client, memory, attempt=attempt) as load:
+        ctx = Ctx(load, target, rs, opts, progress, dict(done.sent), dict(done.context), done.knee, dict(done.rungs),
+                  lambda rung, window: rungs_file.append(redact_obj(window_line(rung, window, attempt))))
         try:
+            keeping = True  # the finished steps are a prefix of STEPS: keep them until the first one to run
             for name, step in STEPS:
-                result = await step(ctx)
+                kept = done.steps.get(name) if keeping else None
+                keeping = kept is not None
+                result = kept or await step(ctx)
                 steps[name] = result
-                steps_file.append(redact_obj(result.to_dict()))
+                if kept is None:
+                    steps_file.append({**redact_obj(result.to_dict()), "attempt": attempt})
                 if result.failure is not None:
                     stopped_at = name
                     break
@@ -69,6 +93,7 @@ async def run_steps(target: Target, run: RunDir, rs: RequestSet, opts: LadderOpt
             interrupted = True
         finally:
             steps_file.close()
+            rungs_file.close()
         failure = next((s.failure for s in steps.values() if s.failure), None)
         poc = build_poc(steps, ctx.knee, ctx.context, load.memory_note, opts.max_concurrency,
                         stopped_at or ("interrupted" if interrupted else None))
@@ -83,19 +108,27 @@ async def run_steps(target: Target, run: RunDir, rs: RequestSet, opts: LadderOpt
 
 
 def ladder(spec: TargetSpec, workload: str | None, opts: LadderOptions = LadderOptions(),
-           client: ClientOptions = ClientOptions(), progress: Progress = NoProgress()) -> LadderResult:
-    """Resolve the target, materialise or reuse the request set, run the steps, record everything."""
+           client: ClientOptions = ClientOptions(), progress: Progress = NoProgress(),
+           resume: str | None = None) -> LadderResult:
+    """Resolve the target, materialise or reuse the request set, run the steps, record everything.
+    With `resume` (a ladder's folder) the recorded target, request set and options are used
+    again, the finished steps and rungs are kept, and the rest runs."""
+    job = open_resume(resume, "ladder", spec, workload) if resume else None
+    if job is not None:
+        spec, opts = job.spec, job.options(LadderOptions, opts, job.section.get("options") or {})
+        if job.finished:
+            return LadderResult.from_dict(job.saved(), job.finished_note())
     result: LadderResult | None = None
     try:
-        with open_target(spec) as target:
-            rs, note = request_set_for(workload, target)
-            run, ours = run_folder(target, spec, "ladder")
-            rs.write(run.file("request-set.jsonl", REQUEST_SET_NOTE))
-            run.update(ladder={"workload": workload, "request_set_id": rs.id, "options": opts.__dict__},
-                       target=target.describe())
+        with job.holding() if job else contextlib.nullcontext(), open_target(spec) as target:
+            run, ours = (job.attach(target), True) if job else run_folder(target, spec, "ladder")
+            rs, note = (job.request_set(), None) if job else new_request_set(run, "ladder", spec, workload, target,
+                                                                             {"options": opts.__dict__})
+            done = read_done(run, rs) if job else Done()
+            notes = ((note,) if note else ()) + (job.notes(done.kept()) if job else ())
             try:
-                result = run_async(run_steps(target, run, rs, opts, client, spec.memory, progress,
-                                             (note,) if note else ()))
+                result = run_async(run_steps(target, run, rs, opts, client, spec.memory, progress, notes, done=done,
+                                             attempt=job.attempt if job else 0))
             except KeyboardInterrupt:
                 if ours:
                     run.finish("interrupted")
@@ -104,7 +137,8 @@ def ladder(spec: TargetSpec, workload: str | None, opts: LadderOptions = LadderO
             run.update(ladder_outcome={"stopped_at": result.stopped_at, "knee": result.poc.get("knee"),
                                        "failure": result.failure.to_dict() if result.failure else None})
             if ours:
-                run.finish("failed" if result.failure else "complete", stopped_at=result.stopped_at)
+                run.finish("failed" if result.failure else "complete", stopped_at=result.stopped_at,
+                           **({"reason": None} if job else {}))
     except RunFailed:
         # A launched server that died during a step fails its launch on the way out; the ladder's
         # result already records and classifies that failure.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +50,10 @@ class Ctx:
     sent: dict[str, list[tuple[SetRequest, RequestRecord]]] = field(default_factory=dict)
     context: dict[str, Any] = field(default_factory=dict)
     knee: Knee | None = None
+    kept_rungs: dict[int, tuple[Rung, Window]] = field(default_factory=dict)
+    """Concurrency rungs an earlier attempt finished (--resume): replayed, not sent again."""
+    on_rung: Callable[[Rung, Window], None] | None = None
+    """Called with each rung as it finishes (run_steps records it in rungs.jsonl)."""
 
     def steps_k(self) -> int:
         first = self.rs.sessions()[0]
@@ -224,6 +229,10 @@ async def concurrency(ctx: Ctx) -> StepResult:
     windows: list[Window] = []
 
     async def rung(c: int) -> Rung:
+        if c in ctx.kept_rungs:
+            kept, window = ctx.kept_rungs[c]
+            windows.append(window)
+            return kept
         label = f"concurrency_c{c}"
         ctx.progress.start(label, c * k)
         async with ctx.load.window(label) as out:
@@ -231,7 +240,10 @@ async def concurrency(ctx: Ctx) -> StepResult:
         ctx.progress.finish()
         windows.extend(out)
         verdict, detail = _rung_verdict(out[0], ctx.opts.slos)
-        return Rung(c, verdict, detail)
+        done = Rung(c, verdict, detail)
+        if ctx.on_rung:
+            ctx.on_rung(done, out[0])
+        return done
 
     rungs, ctx.knee = await find_knee(rung, ctx.opts.max_concurrency)
     failure = await _failure(ctx, windows[-1:]) if ctx.knee.reason == "failure" else None

@@ -17,7 +17,7 @@ from typing import Any
 from oomkit import __version__
 from oomkit.errors import InputError, MissingDependency
 from oomkit.launch.profile import Profile
-from oomkit.launch.runner import check_port, free_port
+from oomkit.launch.ports import check_port, free_port
 from oomkit.redact import redact_env
 
 VLLM_HINT = ("install vLLM: pip install vllm (NVIDIA GPUs), or pip install 'oomkit[testbed]' for the "

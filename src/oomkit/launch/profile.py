@@ -12,10 +12,11 @@ import sys
 from pathlib import Path
 from typing import Any, Literal, Union
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from oomkit.errors import InputError
+from oomkit.fsio import read_text_limited
+from oomkit.yamlio import YAML_LIMIT_BYTES, parse_yaml
 
 DEFAULT_MODULE = "vllm.entrypoints.openai.api_server"
 TESTBED_PREFIX = "testbed:"
@@ -187,20 +188,12 @@ def _expand(value: str, env: dict[str, str]) -> str:
 def load_profile(path: str | os.PathLike[str]) -> Profile:
     """Read and validate a profile file. Errors say which key and what to write instead."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{p}: no such profile", hint="see examples/ for profiles, or `oomkit testbed create`")
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"{p}: cannot read profile: {err}") from err
+    text = read_text_limited(p, YAML_LIMIT_BYTES, "profile", hint="see examples/ for profiles, or `oomkit testbed create`")
     return parse_profile(text, source=str(p))
 
 
 def parse_profile(text: str, source: str = "<profile>") -> Profile:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise InputError(f"{source}: not valid YAML: {_yaml_where(err)}") from err
+    data = parse_yaml(text, source)
     if not isinstance(data, dict):
         raise InputError(f"{source}: a profile is a YAML mapping with at least `model:`",
                          hint="see examples/testbed-healthy.yaml")
@@ -234,9 +227,3 @@ def _nearest(loc: list[str]) -> str | None:
     if not found:
         return None
     return ".".join(loc[:-1] + found)
-
-
-def _yaml_where(err: yaml.YAMLError) -> str:
-    mark = getattr(err, "problem_mark", None)
-    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}" if mark else problem

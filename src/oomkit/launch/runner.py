@@ -9,7 +9,6 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from typing import IO, Any, Callable
 
 from oomkit.errors import InputError
 from oomkit.launch.memory import ProcessTree
+from oomkit.launch.ports import check_port, free_port  # noqa: F401  (imported from here by older callers)
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 GRACE_AFTER_TERM_GROUP_S = 5.0
@@ -65,24 +65,6 @@ def _die_with_parent_hook() -> Callable[[], None]:
     return hook
 
 
-def check_port(host: str, port: int) -> None:
-    """Fail before starting vLLM if something already listens there (vLLM would fail later)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((host, port))
-        except OSError as err:
-            raise InputError(f"port {port} on {host} is in use or not available ({err.strerror})",
-                             hint="stop what listens there, choose another `port:`, or set `port: auto`") from err
-
-
-def free_port(host: str) -> int:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
 class ServerProcess:
     """The started server: a Popen in a new session (its pid is the group id)."""
 
@@ -123,7 +105,7 @@ class ServerProcess:
         if requested:
             signals.append("SIGTERM")
             self._signal_server(signal.SIGTERM)
-            self._wait(timeout_s)
+            self.wait(timeout_s)
         _wait_gone(self.tree, min(CHILDREN_EXIT_S, timeout_s))  # vLLM's helpers exit just after it
         leftovers = self.tree.live()
         if leftovers or self._group_alive():
@@ -135,7 +117,7 @@ class ServerProcess:
             signals.append("SIGKILL-group")
             self._signal_group(signal.SIGKILL, self.tree.live())
             _wait_gone(self.tree, GRACE_AFTER_TERM_GROUP_S)
-        self._wait(1.0)
+        self.wait(1.0)
         survivors = tuple(sorted({p.pid for p in self.tree.live()} | set(group_members(self.pgid))))
         return StopReport(requested, self.popen.poll(), tuple(signals), time.monotonic() - began,
                           tuple(killed), survivors, tuple(self.tree.seen_pids()))
@@ -167,7 +149,7 @@ class ServerProcess:
         # killpg(0) also succeeds while only zombies remain, so look at the members themselves.
         return bool(self.tree.live()) or self.alive() or bool(group_members(self.pgid))
 
-    def _wait(self, timeout_s: float) -> None:
+    def wait(self, timeout_s: float) -> None:
         try:
             self.popen.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:

@@ -24,6 +24,8 @@ from oomkit.rundir import RunDir, now_iso
 POLL_INTERVAL_S = 0.5
 EOF_WAIT_S = 10.0  # after the server exits, how long to wait for the rest of its output
 SNAPSHOT_WAIT_S = 30.0
+HEALTH_TIMEOUT_S = 5.0
+EXIT_BY_ITSELF_S = 2.0  # an API server whose engine died exits within about 0.5 s
 
 
 @dataclass(frozen=True)
@@ -189,6 +191,8 @@ class Server:
             return self.result
         stop = None
         if self._proc:
+            if state == "complete" and (dead := self._engine_dead()):
+                state, reason, error = "failed", "died_after_ready", dead
             if self._proc.alive():
                 self.emit("stopping", "stopping the server's process group")
             stop = self._proc.stop(self.profile.stop_timeout_s)
@@ -207,6 +211,24 @@ class Server:
                         memory=self._memory_summary(), vllm_version=self._vllm_version())
         self.emit("stopped", state, state=state, reason=reason)
         return self.result
+
+    def _engine_dead(self) -> str | None:
+        """Why the server is dead although its API server still runs, or None. After its engine
+        dies, vLLM's API server answers /health with 503 and exits by itself about 0.5 s later
+        (cpu-testbed.md §9); stopped first, such a run would pass for complete."""
+        import httpx
+
+        if self.ready_s is None or not self.alive():
+            return None
+        try:
+            with httpx.Client(trust_env=False, timeout=HEALTH_TIMEOUT_S) as client:
+                status = client.get(self.base_url + "/health").status_code
+        except httpx.TimeoutException:
+            return None  # busy is not dead
+        except httpx.HTTPError:
+            self._proc.wait(EXIT_BY_ITSELF_S)  # it stopped listening on its way out; the stop sees it gone
+            return None
+        return f"the engine died after ready (GET /health answered {status})" if status >= 500 else None
 
     def _build_result(self, state: str, reason: str | None, error: str | None,
                       stop: StopReport | None) -> LaunchResult:
@@ -320,7 +342,7 @@ def _failed(server: Server, reason: str, closed: bool = False) -> LaunchFailed:
     phase = result.verdict.get("phase", "unknown")
     what = {"exited_before_ready": "vLLM exited before it was ready",
             "start_timeout": f"vLLM was not ready within {server.profile.start_timeout_s:g} s",
-            "died_after_ready": "vLLM exited by itself after it was ready",
+            "died_after_ready": result.error or "vLLM exited by itself after it was ready",
             "survivors": f"processes survived the stop: {list(result.stop.survivors) if result.stop else []}"}
     return LaunchFailed(f"{what.get(reason, reason)}: {phase}: {summary}", result,
                         hint=f"see {result.run_dir}/server.log and manifest.json")

@@ -7,11 +7,12 @@ gpt-oss, Mixtral, Nemotron-H, Gemma 3); the layer typing follows how vLLM 0.32 b
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
 from oomkit.errors import InputError
+from oomkit.fsio import JSON_ERRORS, read_text_limited
 from oomkit.plan.quant import QuantScheme, scheme_from_config
 
 ATTN_KINDS = ("full", "sliding", "mla", "linear", "none")
@@ -128,6 +129,8 @@ class ModelShape:
 
 
 MAX_LAYERS = 10_000  # the largest published models have < 200 layers
+MAX_COUNT = 2**40  # a dimension or count past it is a corrupt config (and overflows float arithmetic)
+CONFIG_LIMIT_BYTES = 8 * 2**20  # a config.json is a few KB (the largest fixture: 9.5 KB)
 
 
 class _Cfg:
@@ -158,9 +161,9 @@ def load_config(path: str | Path) -> dict[str, Any]:
     if not p.is_file():
         raise InputError(f"no config.json at {path}", hint="pass a model directory, a config.json, or a catalog name")
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:  # RecursionError: [[[[... nesting
-        raise InputError(f"{p} is not valid JSON: {err}") from None
+        data = json.loads(read_text_limited(p, CONFIG_LIMIT_BYTES, "model config.json"))
+    except JSON_ERRORS as err:
+        raise InputError(f"{p} is not valid JSON: {str(err)[:200]}") from None
     if not isinstance(data, dict):
         raise InputError(f"{p} does not hold a JSON object")
     return data
@@ -169,11 +172,28 @@ def load_config(path: str | Path) -> dict[str, Any]:
 def shape_from_config(data: dict[str, Any], name: str, source: str,
                       overrides: dict[str, Any] | None = None) -> ModelShape:
     try:
-        return _shape(data, name, source, overrides)
+        shape = _shape(data, name, source, overrides)
     except (TypeError, ValueError, AttributeError, IndexError, KeyError, OverflowError, ZeroDivisionError) as err:
         # A hand-edited or truncated config holds a list, null or NaN where a number belongs.
         raise InputError(f"config of {name} has a field of the wrong type ({type(err).__name__}: {err})",
                          hint="compare it with the model's config.json on the Hub, or fix it with --hf-overrides") from None
+    _check_counts(shape, name)
+    return shape
+
+
+def _check_counts(obj: Any, name: str) -> None:
+    """Every `int` field of the shape holds a whole number within MAX_COUNT: a list, a string or 10**400
+    that a config passed through is refused here, not deep inside the planner."""
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        for item in value if isinstance(value, tuple) else (value,):
+            if is_dataclass(item):
+                _check_counts(item, name)
+            elif str(f.type).startswith("int") and item is not None and not (
+                    isinstance(item, int) and -MAX_COUNT <= item <= MAX_COUNT):
+                got = f"{item.bit_length()}-bit number" if isinstance(item, int) else type(item).__name__
+                raise InputError(f"config of {name}: {f.name} must be a whole number up to 2**40, not a {got}",
+                                 hint="compare it with the model's config.json on the Hub, or fix it with --hf-overrides")
 
 
 def _shape(data: dict[str, Any], name: str, source: str, overrides: dict[str, Any] | None) -> ModelShape:

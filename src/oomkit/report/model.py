@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from oomkit.decide.evidence import RunEvidence, read_evidence
+from oomkit.decide.evidence import RunEvidence, read_evidence, written_by_oomkit
 from oomkit.decide.facts import Facts
 from oomkit.decide.requirements import parse_requirements
 from oomkit.errors import InputError
@@ -101,20 +101,21 @@ def build(facts: Facts, decision: dict[str, Any] | None, source: str) -> dict[st
 
 def report_data(ref: str, runs_dir: str = "runs") -> dict[str, Any]:
     """The report of a decision folder or of one run folder (path, id or prefix)."""
-    run = read_evidence(ref, runs_dir)
-    if run.kind == "import":
-        facts = Facts([run], None, run.request_set_id)
-        return build(facts, None, run.path)
-    decision_file = Path(run.path) / "decision.json"
-    if run.manifest.get("kind") == "decision":
-        if not decision_file.is_file():
-            raise InputError(f"{run.path}: a decision folder without decision.json", hint="run oomkit decide again")
-        decision = json.loads(decision_file.read_text(encoding="utf-8"))
-        inputs = [read_evidence(i["path"]) for i in decision.get("inputs", []) if not _is_server(i, decision)]
-        req = parse_requirements(decision["requirements"], "decision.json requirements")
-        facts = Facts(inputs, req, decision.get("request_set_id"))
-        return build(facts, decision, run.path)
-    return build(Facts([run], None, run.request_set_id), None, run.path)
+    with written_by_oomkit([ref]):
+        run = read_evidence(ref, runs_dir)
+        if run.kind == "import":
+            facts = Facts([run], None, run.request_set_id)
+            return build(facts, None, run.path)
+        decision_file = Path(run.path) / "decision.json"
+        if run.manifest.get("kind") == "decision":
+            if not decision_file.is_file():
+                raise InputError(f"{run.path}: a decision folder without decision.json", hint="run oomkit decide again")
+            decision = json.loads(decision_file.read_text(encoding="utf-8"))
+            inputs = [read_evidence(i["path"]) for i in decision.get("inputs", []) if not _is_server(i, decision)]
+            req = parse_requirements(decision["requirements"], "decision.json requirements")
+            facts = Facts(inputs, req, decision.get("request_set_id"))
+            return build(facts, decision, run.path)
+        return build(Facts([run], None, run.request_set_id), None, run.path)
 
 
 def _is_server(item: dict[str, Any], decision: dict[str, Any]) -> bool:

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from oomkit.logs import Record
 from oomkit.triage.model import Evidence
-from oomkit.triage.rules import gate
+from oomkit.triage.rules import LOGO, gate
 
 V = "vllm-internals.md §2.3"
 
@@ -86,8 +86,8 @@ STATS_NAMES = {"Avg prompt throughput": "prompt_tps", "Avg generation throughput
                "KV cache usage": "kv_usage_pct", "Prefix cache hit rate": "prefix_hit_pct"}
 
 ENGINE_CFG = R(r"^Initializing an? (?P<eng>V[01] )?LLM engine \(v(?P<ver>[^)]+)\) with config: (?P<cfg>.*)$")
-VERSION = (R(r"^vLLM (?:API )?server version (?P<ver>[^\s,]+)"), R(r"[█▀▄].*\sversion\s+(?P<ver>\d+\.\d+\S*)\s*$"))
-MODEL = (R(r"serving model (?P<m>\S+)"), R(r"[█▀▄].*\smodel\s+(?P<m>\S+)\s*$"))
+VERSION = (R(r"^vLLM (?:API )?server version (?P<ver>[^\s,]+)"), R(LOGO + r"version\s+(?P<ver>\d+\.\d+\S*)\s*$"))
+MODEL = (R(r"serving model (?P<m>\S+)"), R(LOGO + r"model\s+(?P<m>\S+)\s*$"))
 ARGS_DICT = R(r"^non-default args: (?P<d>\{.*\})\s*$")
 ARGS_NS = R(r"^args: Namespace\((?P<a>.*)\)\s*$")
 ENGINE_KEYS = {"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "decode_context_parallel_size",

@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from oomkit.errors import InputError
-from oomkit.fsio import write_text_atomic
+from oomkit.fsio import JSON_ERRORS, read_text_limited, write_text_atomic
 
 KIND = "oomkit.request_set/1"
 KINDS = ("short", "tool", "agent")
+# Agent requests carry their whole history: 10,000 of them at 32k tokens is over 1 GiB.
+REQUEST_SET_LIMIT_BYTES = 2 * 2**30
 
 
 def canonical(obj: Any) -> str:
@@ -74,15 +76,13 @@ class RequestSet:
 
 def read_request_set(path: str | os.PathLike[str]) -> RequestSet:
     p = Path(path)
-    try:
-        lines = [ln for ln in p.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"{p}: cannot read request set: {err}") from None
+    text = read_text_limited(p, REQUEST_SET_LIMIT_BYTES, "request set", hint="request sets are written by oomkit")
+    lines = [ln for ln in text.splitlines() if ln.strip()]
     try:
         header = json.loads(lines[0]) if lines else {}
         items = [json.loads(ln) for ln in lines[1:]]
-    except json.JSONDecodeError as err:
-        raise InputError(f"{p}: line {err.lineno}: not JSON", hint="request sets are written by oomkit") from None
+    except JSON_ERRORS as err:
+        raise InputError(f"{p}: not JSON ({str(err)[:120]})", hint="request sets are written by oomkit") from None
     if not isinstance(header, dict) or header.get("kind") != KIND:
         raise InputError(f"{p}: not an oomkit request set (first line must have kind {KIND})")
     requests = [_request(p, i + 2, d) for i, d in enumerate(items)]
@@ -97,11 +97,12 @@ def _request(p: Path, line: int, d: Any) -> SetRequest:
     try:
         req = SetRequest(str(d["id"]), str(d["kind"]), d.get("session"), d.get("step"), dict(d["body"]),
                          dict(d.get("sizes") or {}))
-    except (KeyError, TypeError, ValueError):
+        content_id = body_id(req.body)
+    except (KeyError, TypeError, ValueError):  # ValueError: also a lone surrogate (\ud800) in the body
         raise InputError(f"{p}: line {line}: not a request (id, kind, body expected)") from None
     if req.kind not in KINDS or not isinstance(req.body.get("messages"), list):
         raise InputError(f"{p}: line {line}: kind must be one of {KINDS} and body must have messages")
-    if body_id(req.body) != req.id:
+    if content_id != req.id:
         raise InputError(f"{p}: line {line}: request {req.id} was edited (its content hash differs)",
                          hint="a request set must be reused unchanged; materialise the workload again")
     return req

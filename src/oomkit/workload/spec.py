@@ -11,10 +11,10 @@ import os
 from pathlib import Path
 from typing import Literal, Union
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from oomkit.errors import InputError
+from oomkit.yamlio import load_yaml
 
 TokenSize = Union[int, list[int]]
 PARAM_TYPES = ("integer", "number", "boolean", "enum", "string")
@@ -98,14 +98,4 @@ def parse_workload(data: object, origin: str = "workload") -> Workload:
 
 def load_workload(path: str | os.PathLike[str]) -> Workload:
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{p}: no such workload file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"{p}: cannot read: {err}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise InputError(f"{p}: not valid YAML: {str(err).splitlines()[0]}") from None
-    return parse_workload(data, str(p))
+    return parse_workload(load_yaml(p, "workload file"), str(p))

@@ -1,0 +1,80 @@
+"""What earlier attempts of a ladder finished, read back from its folder for `--resume`: the steps
+of steps.jsonl, the concurrency rungs of rungs.jsonl with their requests (so the concurrency
+step's figures still cover every rung), and the requests steps 1-3 sent (the repeat step sends
+them again). Only lines that are whole count; a half-written last line is skipped."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from oomkit.bench.engine import Window
+from oomkit.bench.resume import attempt_of, record_from_dict
+from oomkit.client.records import RequestRecord
+from oomkit.ladder.knee import Knee, Rung
+from oomkit.ladder.result import StepResult
+from oomkit.metrics.deltas import MetricDeltas
+from oomkit.rundir import RunDir
+from oomkit.workload.requestset import RequestSet, SetRequest
+
+STEPS_FILE, RUNGS_FILE = "steps.jsonl", "rungs.jsonl"
+SENT_STEPS = ("short_request", "tool_call", "agent_steps")
+_DELTA_FIELDS = {f.name for f in fields(MetricDeltas)}
+
+
+@dataclass(frozen=True)
+class Done:
+    steps: dict[str, StepResult] = field(default_factory=dict)
+    """Finished steps by name, in the order they ran."""
+    rungs: dict[int, tuple[Rung, Window]] = field(default_factory=dict)
+    sent: dict[str, list[tuple[SetRequest, RequestRecord]]] = field(default_factory=dict)
+    context: dict[str, Any] = field(default_factory=dict)
+    knee: Knee | None = None
+
+    def kept(self) -> str:
+        rungs = ", ".join(f"c{c}" for c in self.rungs)
+        return f"kept steps: {', '.join(self.steps) or 'none'}" + (f"; kept rungs: {rungs}" if rungs else "")
+
+
+def window_line(rung: Rung, window: Window, attempt: int) -> dict[str, Any]:
+    """The rungs.jsonl line of a finished rung: its verdict and what its window measured."""
+    return {"attempt": attempt, **rung.to_dict(),
+            "window": {"label": window.label, "deltas": window.deltas.to_dict(),
+                       "peak_memory_bytes": window.peak_memory_bytes, "started_unix_s": window.started_unix_s,
+                       "duration_s": window.duration_s}}
+
+
+def read_done(run: RunDir, rs: RequestSet) -> Done:
+    records: dict[tuple[str, int], list[RequestRecord]] = defaultdict(list)
+    for line in run.read_jsonl("requests.jsonl"):
+        rec = record_from_dict(line)
+        if rec is not None:
+            records[(rec.label, attempt_of(line))].append(rec)
+    steps: dict[str, tuple[StepResult, int]] = {}
+    for line in run.read_jsonl(STEPS_FILE):
+        if isinstance(line.get("name"), str) and line["name"] not in steps:
+            steps[line["name"]] = (StepResult.from_dict(line), attempt_of(line))
+    by_id = {r.id: r for r in rs.requests}
+    sent = {name: [(by_id[r.request_id], r) for r in records[(name, attempt)] if r.request_id in by_id]
+            for name, (_, attempt) in steps.items() if name in SENT_STEPS}
+    done = {name: step for name, (step, _) in steps.items()}
+    history = done.get("history_doubling")
+    concurrency = done.get("concurrency")
+    knee = Knee(**concurrency.detail["knee"]) if concurrency and "knee" in concurrency.detail else None
+    rungs = {} if concurrency else _rungs(run, records)
+    return Done(done, rungs, sent, dict(history.detail.get("context") or {}) if history else {}, knee)
+
+
+def _rungs(run: RunDir, records: dict[tuple[str, int], list[RequestRecord]]) -> dict[int, tuple[Rung, Window]]:
+    out: dict[int, tuple[Rung, Window]] = {}
+    for line in run.read_jsonl(RUNGS_FILE):
+        w = line.get("window") or {}
+        c = line.get("concurrency")
+        if not isinstance(c, int) or c in out or "label" not in w:
+            continue
+        deltas = MetricDeltas(**{k: v for k, v in (w.get("deltas") or {"scrapes": 0}).items() if k in _DELTA_FIELDS})
+        window = Window(w["label"], tuple(records[(w["label"], attempt_of(line))]), deltas, w.get("peak_memory_bytes"),
+                        float(w.get("started_unix_s") or 0.0), float(w.get("duration_s") or 0.0))
+        out[c] = (Rung(c, str(line.get("verdict")), dict(line.get("detail") or {})), window)
+    return out
