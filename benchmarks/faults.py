@@ -43,6 +43,10 @@ from oomkit.fsio import read_jsonl  # noqa: E402
 from oomkit.rundir import FINAL_STATES  # noqa: E402
 
 PROFILE = REPO / "examples" / "testbed-healthy.yaml"
+LADDER_WORKLOAD = REPO / "examples" / "workload-testbed.yaml"
+# A short ladder: K=1, rungs c1 and c2 (the engine is killed in c2), two history doublings.
+LADDER = ("--agent-steps", "1", "--max-concurrency", "2", "--max-history-doublings", "2")
+LADDER_STEPS = ["short_request", "tool_call", "agent_steps", "history_doubling", "concurrency", "repeat"]
 ACCESS_LINE = re.compile(r'"POST /v1/chat/completions HTTP/1\.[01]" \d{3}')
 # Each proxied chat request gets the next fault; at concurrency 1 the order is the record order.
 SCHEDULE = ("pass", "http_500", "cut", "stall", "malformed", "http_503", "not_sse", "truncated", "no_done", "pass")
@@ -378,6 +382,92 @@ def resume_compare(workdir: Path, folder: Path, upstream: str) -> Outcome:
     return _finish(o, folder.parent, cli, problems)
 
 
+def _ladder_folder(runs: Path) -> Path | None:
+    return next((p.parent for p in runs.glob("*/manifest.json") if "ladder" in json.loads(p.read_text())), None)
+
+
+def listed(runs: Path) -> dict[str, dict[str, Any]]:
+    """`oomkit runs --json`, by run id."""
+    cli = oomkit("runs", "--runs-dir", str(runs), "--json")
+    return {r["run_id"]: r for r in cli.json()} if cli.rc == 0 else {}
+
+
+def _count(o: Outcome, records: list[dict[str, Any]], server_log: Path) -> int:
+    """Sent: what reached vLLM (its access log) and what was refused (never logged); recorded:
+    the lines in requests.jsonl. Returns the count in the access log."""
+    answered = logged_requests(server_log) if server_log.is_file() else 0
+    o.sent = answered + sum(1 for r in records if r.get("http_status") is None)
+    o.recorded = len(records)
+    return answered
+
+
+def engine_killed_during_ladder(workdir: Path) -> Outcome:
+    """SIGKILL to the engine once the first concurrency rung is recorded: rung c2 (step 5 of 6) dies."""
+    o = Outcome("engine killed during ladder", "SIGKILL to VLLM::EngineCore in rung c2 of step 5 of 6")
+    runs = workdir / "runs"
+
+    def first_rung_done() -> bool:
+        return any(p.read_text().count("\n") >= 1 for p in runs.glob("*/rungs.jsonl"))
+
+    cli = oomkit("ladder", "--profile", str(PROFILE), "--workload", str(LADDER_WORKLOAD), *LADDER,
+                 "--runs-dir", str(runs), inject=kill_engine(first_rung_done))
+    problems = cli.problems(1)
+    folder = _ladder_folder(runs)
+    if cli.injected is None or folder is None:
+        return _finish(o, runs, cli, problems + ["the fault was not injected or no folder was made"])
+    manifest = json.loads((folder / "manifest.json").read_text())
+    steps, rungs, records = (read_jsonl(folder / f) for f in ("steps.jsonl", "rungs.jsonl", "requests.jsonl"))
+    answered = _count(o, records, folder / "server.log")
+    info = listed(runs).get(folder.name, {})
+    errors = [line for line in cli.stderr.splitlines() if line.startswith("oomkit: error:")]
+    o.detail.update(workdir=str(workdir), folder=str(folder), manifest=manifest, steps=steps, rungs=rungs,
+                    records=records, answered=answered, listed=info, error_lines=errors)
+    if (manifest["state"], manifest.get("reason")) != ("failed", "died_after_ready") or "ladder_outcome" in manifest:
+        problems.append(f"state {manifest['state']}/{manifest.get('reason')}, outcome {manifest.get('ladder_outcome')}")
+    dead = steps[-1] if steps else {}
+    if dead.get("name") != "concurrency" or not (dead.get("failure") or {}).get("evidence"):
+        problems.append(f"the step in progress is not recorded with its evidence: {dead}")
+    if [r.get("concurrency") for r in rungs] != [1]:
+        problems.append(f"rungs recorded: {[r.get('concurrency') for r in rungs]}, expected [1]")
+    if not errors or "the server died during step concurrency" not in errors[0] or "--resume" not in errors[0]:
+        problems.append(f"error line: {errors}")
+    if (info.get("state"), info.get("resumable")) != ("failed", True):
+        problems.append(f"oomkit runs: {info.get('state')}, resumable {info.get('resumable')}")
+    o.why = (f"failed ({manifest.get('reason')}), exit {cli.rc}, {len(steps) - 1} step(s) + rung c1 kept; "
+             f"dead step {dead.get('name')} recorded with evidence; listed resumable")
+    return _finish(o, runs, cli, problems)
+
+
+def resume_ladder(workdir: Path, folder: Path) -> Outcome:
+    """`oomkit ladder --resume` of the folder the dead engine left: a new server from the recorded profile."""
+    o = Outcome("ladder --resume after the kill", "none (continues the dead ladder)", injected=0)
+    runs = workdir / "runs"
+    cli = oomkit("ladder", "--resume", str(folder), "--runs-dir", str(runs), "--json")
+    problems = cli.problems(0)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    server = Path((manifest.get("resumes") or [{}])[-1].get("server_run") or folder)
+    records = [r for r in read_jsonl(folder / "requests.jsonl") if r.get("attempt") == 1]
+    answered = _count(o, records, server / "server.log")
+    labels = sorted({r["label"] for r in records})
+    info = listed(runs)
+    o.detail.update(manifest=manifest, server_run=str(server), labels=labels, answered=answered, listed=info,
+                    steps=read_jsonl(folder / "steps.jsonl"), rungs=read_jsonl(folder / "rungs.jsonl"))
+    try:
+        o.detail["result"] = data = cli.json()
+    except ValueError:
+        return _finish(o, runs, cli, problems + ["stdout is not the JSON result"])
+    if [s["name"] for s in data["steps"]] != LADDER_STEPS or data["failure"] or not data["ran"]:
+        problems.append(f"steps after resume: {[s['name'] for s in data['steps']]}, failure {data['failure']}")
+    if labels != ["concurrency_c2", "repeat"]:  # the kept steps and rung c1 are not sent again
+        problems.append(f"sent: {labels}, expected rung c2 and the repeat step")
+    if (manifest["state"], manifest.get("reason"), manifest.get("error")) != ("complete", None, None):
+        problems.append(f"manifest {manifest['state']}/{manifest.get('reason')}/{manifest.get('error')}")
+    if (info.get(folder.name) or {}).get("state") != "complete" or server.name in info:
+        problems.append(f"oomkit runs: {sorted(info)}")
+    o.why = f"complete: 6 steps; sent only {', '.join(labels)} on a new server"
+    return _finish(o, runs, cli, problems)
+
+
 def proxy_faults(workdir: Path, upstream: str) -> list[Outcome]:
     """`oomkit bench` through the fault proxy, one fault per request (SCHEDULE), one request per
     session, one session at a time: every request must be recorded with its class."""
@@ -407,6 +497,16 @@ def proxy_faults(workdir: Path, upstream: str) -> list[Outcome]:
 
 
 # --- all of it ---------------------------------------------------------------------------------------
+def _with_resume(killed: Outcome, resume: Callable[[Outcome], Outcome], needs: str) -> list[Outcome]:
+    """The kill and its --resume; surviving the kill includes finishing the work later."""
+    if not killed.detail.get(needs):
+        return [killed]
+    resumed = resume(killed)
+    if not resumed.survived:
+        killed.survived, killed.why = False, f"{killed.why}; --resume failed: {resumed.why}"
+    return [killed, resumed]
+
+
 def run_faults(workdir: Path) -> dict[str, Any]:
     """Every scenario, one vLLM server at a time; the figures robustness.py reports."""
     from _load_vllm import vllm_server
@@ -414,16 +514,14 @@ def run_faults(workdir: Path) -> dict[str, Any]:
     workdir.mkdir(parents=True, exist_ok=True)
     outcomes = [port_taken(workdir / "port"), port_taken_during_start(workdir / "port-start"),
                 engine_killed_during_start(workdir / "start")]
-    killed = engine_killed_during_compare(workdir / "compare")
-    outcomes.append(killed)
+    compare = engine_killed_during_compare(workdir / "compare")
+    ladder = _with_resume(engine_killed_during_ladder(workdir / "ladder"),
+                          lambda o: resume_ladder(workdir / "ladder", Path(o.detail["folder"])), "folder")
     (workdir / "server").mkdir(exist_ok=True)
     with vllm_server(workdir / "server") as server:
-        if killed.detail.get("compare_folder"):
-            resumed = resume_compare(workdir / "compare", Path(killed.detail["compare_folder"]), server.url)
-            outcomes.append(resumed)
-            if not resumed.survived:  # surviving the kill includes finishing the comparison later
-                killed.survived, killed.why = False, f"{killed.why}; --resume failed: {resumed.why}"
-        outcomes += proxy_faults(workdir / "proxy", server.url)
+        outcomes += _with_resume(compare, lambda o: resume_compare(
+            workdir / "compare", Path(o.detail["compare_folder"]), server.url), "compare_folder")
+        outcomes += ladder + proxy_faults(workdir / "proxy", server.url)
     return {"faults_injected": sum(o.injected for o in outcomes),
             "faults_survived": sum(o.injected for o in outcomes if o.survived),
             "records_lost": sum(o.lost for o in outcomes), "survivors": sum(len(o.survivors) for o in outcomes),

@@ -99,11 +99,10 @@ def _readers() -> dict[str, tuple[Callable[[Path], Any], str]]:
 
 def _report_of(path: Path) -> None:
     """What `oomkit report` does with an imported result or a run folder, rendered in memory."""
-    from oomkit.report import render_html, render_markdown, report_data
+    from oomkit.report import render
 
-    data = report_data(str(path))
-    render_html(data, "2026-01-01T00:00:00+00:00")
-    render_markdown(data, "2026-01-01T00:00:00+00:00")
+    for fmt in ("html", "md"):
+        render(str(path), fmt, out=str(path.parent / f"fuzz-report.{fmt}"), now="2026-01-01T00:00:00+00:00")
 
 
 def _decide_and_report(path: Path) -> None:
@@ -323,9 +322,13 @@ def structured(rng: random.Random, data: bytes, other: bytes) -> bytes:
         return flip(rng, data, other)
     for _ in range(rng.randint(1, 4)):
         tree = _mutate_tree(rng, tree)
+    try:  # YAML aliases share nodes, so a mutation can make the tree refer to itself
+        dumped = _dump(tree, as_json or jsonl)
+    except (ValueError, RecursionError, yaml.YAMLError):
+        return flip(rng, data, other)
     if not jsonl:
-        return _dump(tree, as_json)
-    return "".join(lines[:i]).encode() + _dump(tree, True) + b"\n" + "".join(lines[i + 1:]).encode()
+        return dumped
+    return "".join(lines[:i]).encode() + dumped + b"\n" + "".join(lines[i + 1:]).encode()
 
 
 MUTATORS: dict[str, Callable[[random.Random, bytes, bytes], bytes]] = {
@@ -442,7 +445,24 @@ def _chunk(args: tuple[int, int, float, float, str | None]) -> dict[str, Tally]:
                 out = Path(keep_dir) / f"{name}-{seed}-{i}-{mut}-{seed_file.name}"
                 out.parent.mkdir(parents=True, exist_ok=True)
                 out.write_bytes(data)
+                out.with_name(out.name + ".where.json").write_text(json.dumps(
+                    {"reader": name, "seed_file": seed_file.name, "base": str(seed_file.base or "")}))
     return tallies
+
+
+def replay(keep_dir: Path, limit_s: float = 5.0, wall_s: float = 60.0) -> list[tuple[str, str, str]]:
+    """Run every input saved by --keep again: (input, reader, outcome or crash site), e.g. after a fix."""
+    _init_worker(0)
+    readers, out = _readers(), []
+    for where in sorted(keep_dir.glob("*.where.json")):
+        info, data = json.loads(where.read_text()), where.with_name(where.name[: -len(".where.json")]).read_bytes()
+        seed = Seed(data, info["seed_file"], Path(info["base"]) if info["base"] else None)
+        reader, layout = readers[info["reader"]]
+        with tempfile.TemporaryDirectory(prefix="oomkit-replay-") as tmp:
+            outcome, err, _ = run_one(reader, _place(Path(tmp), layout, seed, data), limit_s, wall_s)
+        detail = f"{outcome} at {_where(err)}: {type(err).__name__}: {str(err)[:120]}" if err else outcome
+        out.append((where.name[: -len(".where.json")], info["reader"], detail))
+    return out
 
 
 def fuzz(count: int, workers: int = 2, seed: int = 0, limit_s: float = 5.0, wall_s: float = 60.0,
@@ -573,7 +593,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     ap.add_argument("--write-doc", metavar="FILE", type=Path,
                     help=f"also write the Markdown tables between {BEGIN} and {END} in FILE")
+    ap.add_argument("--replay", metavar="DIR", type=Path, help="only run again the inputs that --keep saved in DIR")
     args = ap.parse_args(argv)
+    if args.replay:
+        rows = replay(args.replay, args.limit_s, args.wall_s)
+        print("\n".join(_table(("input", "reader", "outcome"), rows, args.markdown)) if rows else "nothing kept")
+        return 1 if any(r[2].startswith(("crash", "hang")) for r in rows) else 0
     start = time.monotonic()
     try:
         total = fuzz(args.count, args.workers, args.seed, args.limit_s, args.wall_s, args.keep, args.memory_gib,

@@ -1,8 +1,8 @@
 """Faults that need no vLLM, for speed: tests/_fault_proxy.py in front of a tiny fake upstream
 (tests/_load_fake_server.py, a real HTTP server that streams like vLLM), a fake server whose engine
-dies under `oomkit compare`, a fake vLLM whose /health turns 503 (engine dead, API server alive),
-and the port preflight. The same paths run once against the real vLLM CPU server in
-tests/test_faults_server.py."""
+dies under `oomkit compare` and under `oomkit ladder` (at a URL, and launched from a profile; each
+then resumed), a fake vLLM whose /health turns 503 (engine dead, API server alive), and the port
+preflight. The same paths run once against the real vLLM CPU server in tests/test_faults_server.py."""
 
 from __future__ import annotations
 
@@ -18,15 +18,18 @@ import yaml
 
 from _fault_proxy import FAULTS, FaultProxy
 from _load_fake_server import FakeOpenAI
+from oomkit.cli import main
 from oomkit.client.chat import ChatClient, ChatRequest, ClientOptions
 from oomkit.compare import CompareOptions, compare
 from oomkit.errors import InputError, RunFailed
 from oomkit.launch import LaunchFailed, launched, parse_profile
 from oomkit.launch.ports import check_port
+from oomkit.runs import list_runs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import faults  # noqa: E402
 
+STEPS = ["short_request", "tool_call", "agent_steps", "history_doubling", "concurrency", "repeat"]
 BODY = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
 STALL_S = 0.5
 
@@ -165,6 +168,56 @@ def test_a_dead_baseline_ends_the_compare_and_resume_finishes_it(tmp_path):
     assert final["state"] == "complete" and final["reason"] is None and final["error"] is None
 
 
+LADDER_WL = {"name": "l", "sessions": 2, "steps": 1, "system_instruction_tokens": 40, "format_rules_tokens": 10,
+             "user_task_tokens": 10, "workflow_metadata_tokens": 10, "output_tokens": 6,
+             "tools": {"count": 1, "schema_tokens": 20, "strict": True, "choice": "required",
+                       "parameter_types": ["integer"]}}
+LADDER_OPTS = ["--max-concurrency", "2", "--max-history-doublings", "2"]
+BEFORE_C2 = 7  # short 1, tool 1, agent steps 1, history x1 x2 x4, rung c1 1: the 8th request is rung c2's
+
+
+def test_a_dead_server_under_the_ladder_is_resumed_not_its_result(tmp_path, capsys):
+    (tmp_path / "wl.yaml").write_text(yaml.safe_dump(LADDER_WL))
+    runs = str(tmp_path / "runs")
+    with DiesAfter(BEFORE_C2 + 1) as fake:
+        with pytest.raises(SystemExit) as exit_:
+            main(["ladder", "--url", fake.url, "--workload", str(tmp_path / "wl.yaml"), "--runs-dir", runs,
+                  *LADDER_OPTS])
+        err = capsys.readouterr().err
+        (run,) = (tmp_path / "runs").iterdir()
+        manifest = json.loads((run / "manifest.json").read_text())
+        steps, rungs = faults.read_jsonl(run / "steps.jsonl"), faults.read_jsonl(run / "rungs.jsonl")
+        (info,) = list_runs(runs)
+        fake.revive()
+        sent = len(fake.requests)
+        with pytest.raises(SystemExit) as again:
+            main(["ladder", "--resume", info.run_id, "--runs-dir", runs])
+        resent = fake.requests[sent:]
+    assert exit_.value.code == 1 and "Traceback" not in err
+    (line,) = [ln for ln in err.splitlines() if ln.startswith("oomkit: error:")]
+    assert line.startswith("oomkit: error: the server died during step concurrency: serving_prefill:")
+    assert line.endswith(f"(the finished steps are kept; continue with --resume {run})")
+    assert (manifest["state"], manifest["reason"], manifest["stopped_at"]) == ("failed", "server_died", "concurrency")
+    assert "ladder_outcome" not in manifest and manifest["server_death"]["step"] == "concurrency"
+    assert steps[-1]["name"] == "concurrency" and steps[-1]["failure"]["kind"] == "engine_dead"
+    assert [r["concurrency"] for r in rungs] == [1]  # the rung the server died in is no measurement
+    assert (info.state, info.reason, info.resumable) == ("failed", "server_died", True)
+    assert info.resume_command == f"oomkit ladder --resume {info.run_id} --runs-dir {runs}"
+    assert again.value.code == 0, capsys.readouterr().err
+    final = json.loads((run / "manifest.json").read_text())
+    assert (final["state"], final["reason"], final["error"], final["server_death"]) == ("complete", None, None, None)
+    assert final["ladder_outcome"]["stopped_at"] is None
+    records = faults.read_jsonl(run / "requests.jsonl")
+    labels = [r["label"] for r in records if r["attempt"] == 1]
+    assert sorted(set(labels)) == ["concurrency_c2", "repeat"] and len(labels) == len(resent)
+    ladder_json = json.loads((run / "ladder.json").read_text())
+    assert [s["name"] for s in ladder_json["steps"]] == STEPS and ladder_json["server_died"] is False
+    conc = ladder_json["steps"][4]
+    assert [r["concurrency"] for r in conc["detail"]["rungs"]] == [1, 2] and conc["failure"] is None
+    assert [r["concurrency"] for r in faults.read_jsonl(run / "rungs.jsonl")] == [1, 2]
+    assert list_runs(runs)[0].state == "complete"
+
+
 FAKE_ENGINE_DIES = r'''
 import http.server, json, os, sys
 argv = sys.argv[1:]
@@ -290,6 +343,72 @@ def test_a_variant_server_that_dies_is_that_variants_result(tmp_path):
     from oomkit.compare.render import render
 
     assert "seqs: the server died during cell seqs#1" in render(d, str(result.run_dir))
+
+
+FAKE_VLLM_DIES_ONCE = r'''
+import asyncio, os, signal, sys, threading
+sys.path.insert(0, sys.argv[1])
+from _load_fake_server import FakeOpenAI
+argv = sys.argv[2:]
+port, die_at, died = int(argv[argv.index("--port") + 1]), int(os.environ["FAKE_DIE_AT"]), os.environ["FAKE_DIED"]
+class DiesOnce(FakeOpenAI):
+    """On the port oomkit launch gives; its engine dies at chat request `die_at`, once per test
+    (the `died` file): the server a --resume launches lives."""
+    def _run(self):
+        asyncio.set_event_loop(self._loop)
+        self._server = self._loop.run_until_complete(asyncio.start_server(self._conn, "127.0.0.1", port))
+        self.port = port
+        self._ready.set()
+        self._loop.run_forever()
+    async def _chat(self, body, writer):
+        if len(self.requests) + 1 >= die_at and not os.path.exists(died):
+            open(died, "w").close()
+            print("(APIServer pid=1) ERROR 12-02 16:31:09 [core_client.py:564] Engine core proc EngineCore_DP0 "
+                  "died unexpectedly, shutting down client.", flush=True)
+            self.mode = "http500_engine"
+        return await super()._chat(body, writer)
+fake = DiesOnce(token_delay_s=0.0005).start()
+print("(APIServer pid=1) INFO 12-02 16:31:07 [entry.py:140] Starting vLLM server", flush=True)
+done = threading.Event()
+signal.signal(signal.SIGTERM, lambda *_: done.set())
+done.wait()
+'''
+
+
+def test_a_launched_server_that_dies_under_the_ladder_fails_the_launch_and_resume_finishes(tmp_path, capsys):
+    script = tmp_path / "fake_vllm.py"
+    script.write_text(FAKE_VLLM_DIES_ONCE)
+    profile = tmp_path / "profile.yaml"
+    env = {"FAKE_DIE_AT": str(BEFORE_C2 + 1), "FAKE_DIED": str(tmp_path / "died")}
+    profile.write_text(yaml.safe_dump({"model": "m", "port": "auto", "start_timeout_s": 20, "stop_timeout_s": 2,
+                                       "start": {"command": [sys.executable, str(script), str(Path(__file__).parent)]},
+                                       "env": env}))
+    (tmp_path / "wl.yaml").write_text(yaml.safe_dump(LADDER_WL))
+    runs = str(tmp_path / "runs")
+    with pytest.raises(SystemExit) as exit_:
+        main(["ladder", "--profile", str(profile), "--workload", str(tmp_path / "wl.yaml"), "--runs-dir", runs,
+              *LADDER_OPTS])
+    err = capsys.readouterr().err
+    (run,) = (tmp_path / "runs").iterdir()
+    manifest = json.loads((run / "manifest.json").read_text())
+    (info,) = list_runs(runs)
+    with pytest.raises(SystemExit) as again:
+        main(["ladder", "--resume", info.run_id, "--runs-dir", runs])
+    assert exit_.value.code == 1 and len([ln for ln in err.splitlines() if ln.startswith("oomkit: error:")]) == 1
+    assert "oomkit: error: the server died during step concurrency:" in err and "--resume" in err
+    assert (manifest["kind"], manifest["state"], manifest["reason"]) == ("launch", "failed", "died_after_ready")
+    death = manifest["server_death"]
+    assert death["step"] == "concurrency" and death["server_run"] == str(run) and death["kind"] == "engine_dead"
+    assert any("died unexpectedly" in (e.get("text") or "") for e in death["evidence"])
+    assert "ladder_outcome" not in manifest and info.resumable and info.state == "failed"
+    assert again.value.code == 0, capsys.readouterr().err
+    final = json.loads((run / "manifest.json").read_text())
+    assert (final["state"], final["reason"], final["error"], final["server_death"]) == ("complete", None, None, None)
+    server_run = Path(final["resumes"][0]["server_run"])
+    assert json.loads((server_run / "manifest.json").read_text())["resume_of"] == str(run)
+    assert [r.run_id for r in list_runs(runs)] == [run.name]  # the resume's server is a part of the run
+    labels = {r["label"] for r in faults.read_jsonl(run / "requests.jsonl") if r["attempt"] == 1}
+    assert labels == {"concurrency_c2", "repeat"}
 
 
 def test_a_stream_that_never_ends_an_event_is_malformed_not_a_wait():

@@ -2,8 +2,9 @@
 the scenario functions of benchmarks/faults.py (which prints the same outcomes as a table); these
 tests check the details. Servers, one at a time: a start whose EngineCore is SIGKILLed (cut short),
 a start that fails at vLLM's bind (about 15 s), a launched comparison whose EngineCore is SIGKILLed
-in its second cell, then one test-owned server (tests/_load_vllm.py) for `compare --resume` and for
-the fault proxy (tests/_fault_proxy.py: 5xx, partial SSE, a stall). 113 s on this 2-core machine:
+in its second cell, a launched ladder whose EngineCore is SIGKILLed in rung c2 and the server its
+`--resume` launches, then one test-owned server (tests/_load_vllm.py) for `compare --resume` and for
+the fault proxy (tests/_fault_proxy.py: 5xx, partial SSE, a stall). About 3 minutes on 2 cores:
 
     flock /tmp/oomkit-vllm.lock .venv/bin/python -m pytest tests/test_faults_server.py -q
 """
@@ -88,6 +89,69 @@ def test_no_request_of_the_dead_cell_is_lost(compare_killed):
     dead_label = o.detail["cells"][-1]["label"]
     failed = [r for r in records if r["label"] == dead_label and not r["ok"]]
     assert failed and {r["error_kind"] for r in failed} <= {"engine_dead", "refused", "reset"}
+
+
+# The ladder's two servers start before `served`, so that one vLLM runs at a time.
+@pytest.fixture(scope="module")
+def ladder_killed(tmp_path_factory):
+    return faults.engine_killed_during_ladder(tmp_path_factory.mktemp("ladder"))
+
+
+@pytest.fixture(scope="module")
+def ladder_resumed(ladder_killed):
+    return faults.resume_ladder(Path(ladder_killed.detail["workdir"]), Path(ladder_killed.detail["folder"]))
+
+
+def test_engine_killed_during_ladder_records_the_dead_step_and_fails(ladder_killed):
+    o = ladder_killed
+    assert o.survived, (o.why, o.detail.get("stderr_tail"))
+    line, = o.detail["error_lines"]
+    assert line.startswith("oomkit: error: the server died during step concurrency: ")
+    assert line.endswith(f"(the finished steps are kept; continue with --resume {o.detail['folder']})")
+    manifest, steps = o.detail["manifest"], o.detail["steps"]
+    assert (manifest["kind"], manifest["state"], manifest["reason"]) == ("launch", "failed", "died_after_ready")
+    assert "ladder_outcome" not in manifest and manifest["stop"]["survivors"] == [] and o.survivors == []
+    assert [s["name"] for s in steps] == faults.LADDER_STEPS[:5] and all(s["failure"] is None for s in steps[:4])
+    dead = steps[-1]["failure"]
+    assert dead["kind"] == "engine_dead" and dead["source"] == "server log" and dead["evidence"]
+    assert manifest["server_death"] == {"step": "concurrency", "server_run": o.detail["folder"],
+                                        **{k: dead[k] for k in ("kind", "phase", "reason")},
+                                        "evidence": dead["evidence"][:3]}
+    assert [r["concurrency"] for r in o.detail["rungs"]] == [1]  # rung c2 died: no measurement
+    listed = o.detail["listed"]
+    assert (listed["state"], listed["reason"], listed["resumable"]) == ("failed", "died_after_ready", True)
+    assert listed["resume_command"].startswith(f"oomkit ladder --resume {Path(o.detail['folder']).name}")
+
+
+def test_no_request_of_the_dead_ladder_is_lost(ladder_killed):
+    o = ladder_killed
+    records = o.detail["records"]
+    assert o.sent == o.recorded == len(records) and o.detail["answered"] > 0
+    dead = [r for r in records if r["label"] == "concurrency_c2"]
+    assert dead and not any(r["ok"] for r in dead)
+    assert {r["error_kind"] for r in dead} <= {"engine_dead", "refused", "reset"}
+
+
+def test_ladder_resume_after_the_kill_sends_only_what_did_not_finish(ladder_killed, ladder_resumed):
+    o = ladder_resumed
+    assert o.survived, (o.why, o.detail.get("stderr_tail"))
+    assert o.sent == o.recorded > 0 and o.detail["labels"] == ["concurrency_c2", "repeat"]
+    manifest = o.detail["manifest"]
+    assert (manifest["state"], manifest["reason"], manifest["error"], manifest["server_death"]) == (
+        "complete", None, None, None)
+    assert manifest["ladder_outcome"]["stopped_at"] is None and manifest["resumes"][0]["base_url"]
+    server = json.loads((Path(o.detail["server_run"]) / "manifest.json").read_text())
+    assert (server["state"], server["resume_of"]) == ("complete", ladder_killed.detail["folder"])
+    assert server["stop"]["survivors"] == [] and o.survivors == []
+    steps = o.detail["steps"]
+    assert steps[:5] == ladder_killed.detail["steps"]  # kept as they were, the dead line included
+    assert [s["name"] for s in steps[5:]] == ["concurrency", "repeat"] and {s["attempt"] for s in steps[5:]} == {1}
+    assert [r["concurrency"] for r in o.detail["rungs"]] == [1, 2]
+    data = o.detail["result"]
+    assert data["server_died"] is False and data["stopped_at"] is None
+    conc = next(s for s in data["steps"] if s["name"] == "concurrency")
+    assert [r["concurrency"] for r in conc["detail"]["rungs"]] == [1, 2]
+    assert list(o.detail["listed"]) == [Path(ladder_killed.detail["folder"]).name]  # the new server is a part
 
 
 @pytest.fixture(scope="module")

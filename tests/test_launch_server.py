@@ -46,6 +46,18 @@ def gone(pids: list[int]) -> list[int]:
     return alive
 
 
+def listening(pids: list[int]) -> dict[int, list[tuple[str, int]]]:
+    """The TCP/UDP addresses each process of the tree listens on (UDP: bound)."""
+    out: dict[int, list[tuple[str, int]]] = {}
+    for pid in pids:
+        try:
+            conns = psutil.Process(pid).net_connections(kind="inet")
+        except psutil.NoSuchProcess:
+            continue
+        out[pid] = [tuple(c.laddr[:2]) for c in conns if c.status in (psutil.CONN_LISTEN, psutil.CONN_NONE)]
+    return out
+
+
 @pytest.fixture(scope="module")
 def healthy(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
     import httpx
@@ -57,7 +69,7 @@ def healthy(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
                            json={"model": server.model_ids[0], "max_tokens": 8,
                                  "messages": [{"role": "user", "content": "alpha beta"}]})
         during = SimpleNamespace(alive=server.alive(), triage=server.triage(), base_url=server.base_url,
-                                 log_exists=server.log_path.is_file())
+                                 log_exists=server.log_path.is_file(), listening=listening(tree))
     return SimpleNamespace(result=server.result, tree=tree, reply=reply, during=during)
 
 
@@ -71,6 +83,15 @@ def test_healthy_start_is_ready_with_phases_in_order(healthy: SimpleNamespace) -
     assert healthy.during.base_url.startswith("http://127.0.0.1:")
     assert healthy.reply.status_code == 200 and healthy.reply.json()["usage"]["completion_tokens"] > 0
     assert result.figures["kv_cache_tokens"] == 65536  # 64 MiB at 1 KiB per token
+
+
+def test_the_launched_server_listens_on_loopback_only(healthy: SimpleNamespace) -> None:
+    # examples/testbed-healthy.yaml sets no host: the API server, and every process under it, is
+    # reachable from this machine only.
+    port = int(healthy.during.base_url.rsplit(":", 1)[1])
+    api = healthy.during.listening[healthy.tree[0]]
+    assert ("127.0.0.1", port) in api
+    assert {addr for addrs in healthy.during.listening.values() for addr, _ in addrs} <= {"127.0.0.1", "::1"}
 
 
 def test_healthy_start_records_peak_memory_per_phase(healthy: SimpleNamespace) -> None:

@@ -97,6 +97,26 @@ def test_ignore_patterns():
     assert scheme_from_config(None, "bfloat16").linear_format == "bf16"
 
 
+def test_unusable_ignore_patterns_ignore_nothing():
+    """Fuzzing found these: a non-string entry, a regex vLLM would refuse, a pattern of 79 KB."""
+    s = QuantScheme("fp8", "bf16", "fp8", (7, None, "re:([unclosed", "*" * 80_000 + "gate", "lm_head"))
+    assert s.format_for(("model.layers.0.mlp.gate",), True) == "fp8"
+    assert s.format_for(("lm_head",), True) == "bf16" and s.format_for(("model.lm_head",), True) == "bf16"
+    assert s.format_for(("lm_head_2",), True) == "fp8"
+
+
+def test_a_thousand_globs_match_like_fnmatch():
+    """ModelOpt checkpoints list ~1,300 globs; one compiled test must agree with fnmatch on each."""
+    import fnmatch
+
+    globs = tuple(f"language_model.model.layers.{i}.self_attn*" for i in range(1300))
+    s = QuantScheme("nvfp4", "bf16", "modelopt", globs)
+    for name in ("language_model.model.layers.12.self_attn.o_proj", "language_model.model.layers.1299.self_attn",
+                 "language_model.model.layers.1300.self_attn.q", "language_model.model.layers.12.mlp.up"):
+        expected = any(fnmatch.fnmatchcase(name, g) or fnmatch.fnmatchcase(name, g + ".*") for g in globs)
+        assert (s.format_for((name,), True) == "bf16") == expected
+
+
 def test_eplb_redundant_experts_add_weight():
     m = find_model("deepseek-v3")
     plain = weights_for(m, Layout(tp=1, dp=16, ep=True), m.quant).per_gpu_bytes

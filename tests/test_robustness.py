@@ -80,3 +80,48 @@ def test_harness_finishes_known_readers_without_crash() -> None:
     assert sum(t.tried for t in total.values()) == 1300 and len(total) >= 13
     bad = {n: (t.crashes, t.hangs, t.sites) for n, t in total.items() if t.crashes or t.hangs}
     assert not bad, bad
+
+
+# Inputs the 100,000-input run found (benchmarks/robustness.py); each crashed or hung before its fix.
+
+def test_a_pid_of_5000_digits_is_no_process_prefix(tmp_path: Path) -> None:
+    log = tmp_path / "huge-pid.log"
+    log.write_text("(EngineCore_DP0 pid=" + "9" * 5000 + ") INFO 12-02 10:00:00 [core.py:1] hello\n")
+    assert analyse([str(log)]).verdict.phase
+
+
+def test_a_figure_too_large_for_an_int_stays_a_float() -> None:
+    from oomkit.triage.facts import _num
+
+    assert _num("9" * 400) == float("inf") and _num("1,024") == 1024
+
+
+def test_runs_lists_an_edited_manifest_as_a_row_not_a_crash(tmp_path: Path) -> None:
+    from oomkit.rundir import SCHEMA
+    from oomkit.runs import list_runs, render
+
+    base = {"schema": SCHEMA, "run_id": "x", "kind": "ladder", "state": "failed", "files": {}}
+    edits = {"a-dict-reason": {"reason": {"why": 1}}, "a-list-of-servers": {"server_runs": ["a"]},
+             "files-a-bool": {"files": True}, "stages-a-float": {"kind": "investigation", "stages": 1.5},
+             "huge-int": None}
+    for name, edit in edits.items():
+        (tmp_path / name).mkdir()
+        text = json.dumps({**base, **(edit or {})}) if edit else '{"oomkit_pid": ' + "9" * 5000 + "}"
+        (tmp_path / name / "manifest.json").write_text(text)
+    runs = {r.path.name: r for r in list_runs(tmp_path, include_parts=True)}
+    assert set(runs) == set(edits) and render(list(runs.values()))
+    assert runs["a-dict-reason"].reason == "{'why': 1}"
+    assert runs["huge-int"].state == "unreadable" and "ValueError" in (runs["huge-int"].reason or "")
+    assert runs["files-a-bool"].state == "unreadable" and "unexpected shape" in (runs["files-a-bool"].reason or "")
+
+
+def test_a_lone_surrogate_read_back_from_json_is_written_as_its_escape(tmp_path: Path) -> None:
+    from oomkit.fsio import JsonlWriter, write_json_atomic, write_text_atomic
+
+    value = json.loads('"a\\ud800b"')
+    assert json.loads(write_json_atomic(tmp_path / "a.json", {"k": value}).read_text()) == {"k": value}
+    assert write_text_atomic(tmp_path / "a.html", value).read_text() == "a\\ud800b"
+    writer = JsonlWriter(tmp_path / "a.jsonl")
+    writer.append({"k": value})
+    writer.close()
+    assert json.loads((tmp_path / "a.jsonl").read_text()) == {"k": value}

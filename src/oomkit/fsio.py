@@ -25,7 +25,7 @@ def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:  # `\ud800` stays JSON
             fh.write(dumps(obj) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
@@ -41,7 +41,8 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        # A lone surrogate (`"\ud800"` in a JSON file read back) cannot be UTF-8: write it as `\ud800`.
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
             fh.write(text)
         os.replace(tmp, target)
     except BaseException:
@@ -56,7 +57,7 @@ class JsonlWriter:
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = open(self.path, "a", encoding="utf-8")
+        self._fh = open(self.path, "a", encoding="utf-8", errors="backslashreplace")  # as write_json_atomic
 
     def append(self, obj: Any) -> None:
         self._fh.write(json.dumps(obj, default=str, ensure_ascii=False) + "\n")

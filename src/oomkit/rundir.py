@@ -59,6 +59,8 @@ def _redact_item(key: str, value: Any) -> Any:
     secret_name = _SECRET_KEY.search(key) or (key.isupper() and SECRET_ENV.search(key))
     if secret_name and isinstance(value, str) and value:
         return MASK
+    if secret_name and isinstance(value, (list, tuple)):
+        return [_redact_item(key, v) for v in value]  # vLLM's api_key is a list of keys
     return redact_obj(value)
 
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from oomkit.errors import InputError, UsageError
+from oomkit.errors import WRONG_SHAPE, InputError, UsageError
 from oomkit.rundir import MANIFEST, SCHEMA, STATES, RunDir
 
 UNREADABLE = "unreadable"
@@ -102,6 +102,8 @@ def read_manifest(path: Path) -> tuple[dict[str, Any] | None, str | None]:
         return None, f"{MANIFEST} is not JSON (line {err.lineno}, column {err.colno}): torn or edited"
     except (OSError, UnicodeDecodeError) as err:
         return None, f"{MANIFEST} cannot be read: {err}"
+    except (ValueError, RecursionError) as err:  # an int of 4,300+ digits, `[[[[...` nesting
+        return None, f"{MANIFEST} cannot be a manifest ({type(err).__name__}): edited"
     if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
         return None, f"{MANIFEST} is not an oomkit run manifest (schema {SCHEMA} expected)"
     if manifest.get("state") not in STATES:
@@ -121,7 +123,7 @@ def list_runs(runs_dir: str | os.PathLike[str] = "runs", state: str | None = Non
     folders = sorted(d for d in base.iterdir() if d.is_dir() and not d.name.startswith("."))
     read = {d.name: read_manifest(d) for d in folders}
     parents = _parents({name: m for name, (m, _) in read.items() if m})
-    runs = [_info(d, *read[d.name], parents.get(d.name), base, fix) for d in folders]
+    runs = [_info_or_unreadable(d, *read[d.name], parents.get(d.name), base, fix) for d in folders]
     return [r for r in runs if (state is None or r.state == state) and (include_parts or r.part_of is None)]
 
 
@@ -137,12 +139,28 @@ def _parents(manifests: dict[str, dict[str, Any]]) -> dict[str, str]:
 
 
 def _parts(m: dict[str, Any]) -> list[str]:
+    try:
+        return _part_refs(m)
+    except WRONG_SHAPE:  # an edited manifest names no parts; the folder itself is judged by _info
+        return []
+
+
+def _part_refs(m: dict[str, Any]) -> list[str]:
     refs: list[Any] = list((m.get("server_runs") or {}).values())  # compare: one launch per server
     refs += [f.get("run_dir") for f in (m.get("launch_failures") or {}).values() if isinstance(f, dict)]
     for stage in (m.get("stages") or {}).values():  # investigation: ladder, compare, decision, report
         refs.append(stage.get("run_dir") if isinstance(stage, dict) else stage)
     refs += [r.get("server_run") for r in (m.get("resumes") or []) if isinstance(r, dict)]  # ladder/bench --resume
     return [str(r) for r in refs if isinstance(r, str) and r]
+
+
+def _info_or_unreadable(path: Path, m: dict[str, Any] | None, why: str | None, part_of: str | None, base: Path,
+                        fix: bool) -> RunInfo:
+    try:
+        return _info(path, m, why, part_of, base, fix)
+    except WRONG_SHAPE as err:  # `oomkit runs` lists every folder: an edited manifest is a row, not an error
+        why = f"{MANIFEST} has a field of an unexpected shape ({type(err).__name__}): edited or from another version"
+        return _info(path, None, why, part_of, base, False)
 
 
 def _info(path: Path, m: dict[str, Any] | None, why: str | None, part_of: str | None, base: Path,
@@ -152,6 +170,7 @@ def _info(path: Path, m: dict[str, Any] | None, why: str | None, part_of: str | 
         return RunInfo(path.name, path, None, None, UNREADABLE, None, why, None, None, (), files, (), None,
                        part_of, False, None)
     state, reason = m["state"], m.get("reason")
+    reason = None if reason is None else str(reason)
     if state == "running" and not owner_alive(m):
         state, reason = "interrupted", "owner_gone"
         if fix:
@@ -160,9 +179,14 @@ def _info(path: Path, m: dict[str, Any] | None, why: str | None, part_of: str | 
     stages = (kind,) + tuple(k for k in LOADS if k != kind and isinstance(m.get(k), dict))
     missing = tuple(sorted(f for f in (m.get("files") or {}) if f not in files))
     command = None if part_of or state in ("running", "complete") else resume_command(m, path.name, base)
-    return RunInfo(str(m.get("run_id") or path.name), path, m.get("kind"), m.get("label"), state, m["state"], reason,
-                   m.get("created_at"), m.get("ended_at"), stages, files, missing, m.get("oomkit_pid"), part_of,
-                   command is not None, command)
+    pid = m.get("oomkit_pid")
+    return RunInfo(str(m.get("run_id") or path.name), path, _text(m.get("kind")), _text(m.get("label")), state,
+                   m["state"], reason, _text(m.get("created_at")), _text(m.get("ended_at")), stages, files, missing,
+                   pid if isinstance(pid, int) else None, part_of, command is not None, command)
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def _fix(path: Path) -> None:

@@ -62,8 +62,7 @@ def profile_target(profile: str, runs_dir: str = "runs", label: str | None = Non
         # The launch's own RunDir object: a second one on the same folder would overwrite its
         # manifest updates (each rewrites the whole file from memory).
         run = server.run if isinstance(getattr(server, "run", None), RunDir) else RunDir.open(server.run_dir)
-        profile_args = getattr(getattr(server, "profile", None), "args", None) or {}
-        api_key = profile_args.get("api_key") or profile_args.get("api-key")
+        api_key = server.profile.api_key()  # a list of keys in args renders as one Bearer token each
         info = probe(server.base_url, api_key, model)
         yield Target(info.base_url, info, api_key, server_pid=server.pid, log_path=Path(server.log_path),
                      run_dir=run, alive=server.alive, triage=server.triage)

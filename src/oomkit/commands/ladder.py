@@ -14,6 +14,7 @@ from oomkit.client.chat import ClientOptions
 from oomkit.errors import RunFailed
 from oomkit.ladder import LadderOptions, ladder
 from oomkit.ladder.render import render
+from oomkit.ladder.run import death_text
 from oomkit.redact import redact
 
 
@@ -66,6 +67,9 @@ def command(workload, max_concurrency, max_history_doublings, max_prompt_tokens,
     opts = LadderOptions(max_concurrency, max_history_doublings, max_prompt_tokens, agent_steps, slos, expect_reasoning)
     result = ladder(spec, workload, opts, client, LineProgress(sys.stderr, enabled=not kw["as_json"]), kw["resume"])
     click.echo(redact(json.dumps(result.to_dict(), indent=2, default=str)) if kw["as_json"] else redact(render(result)))
+    if result.server_died and result.ran:
+        raise RunFailed(death_text(result),
+                        hint=f"the finished steps are kept; continue with --resume {result.run_dir}")
     if result.failure and result.ran:
         raise RunFailed(f"ladder stopped at {result.stopped_at}: {result.failure.phase}: {result.failure.reason}",
                         hint=f"see {result.run_dir}")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from oomkit.errors import InputError
+from oomkit.errors import WRONG_SHAPE, InputError
 from oomkit.fsio import JSON_ERRORS
 from oomkit.imports import ImportedRun, read_import
 from oomkit.rundir import MANIFEST, SCHEMA
@@ -27,10 +27,6 @@ REQUIRED = {
 }
 
 
-# What reading a field of an unexpected shape raises: a string where a list belongs, a key that is
-# missing, 10**400 where a float is needed, a decision.json that is not JSON.
-WRONG_SHAPE = (TypeError, KeyError, AttributeError, ValueError, IndexError, OverflowError, ZeroDivisionError,
-               RecursionError)
 
 
 @contextmanager

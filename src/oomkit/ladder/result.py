@@ -29,6 +29,10 @@ class StepResult:
     detail: dict[str, Any] = field(default_factory=dict)
     failure: Failure | None = None
 
+    @property
+    def server_died(self) -> bool:
+        return server_died(self.failure)
+
     def to_dict(self) -> dict[str, Any]:
         r = _round
         return {"name": self.name, "ok": self.ok, "phase": self.phase, "peak_memory_bytes": self.peak_memory_bytes,
@@ -45,6 +49,12 @@ class StepResult:
         failure = d.get("failure")
         return cls(**{**kept, "notes": tuple(d.get("notes") or ()), "detail": dict(d.get("detail") or {}),
                       "failure": Failure(**failure) if isinstance(failure, dict) else None})
+
+
+def server_died(failure: Failure | None) -> bool:
+    """The server (or its engine) died under the step: that is no measurement of the step, and
+    `--resume` runs it again on a new server (bench.failure calls every such death engine_dead)."""
+    return failure is not None and failure.kind == "engine_dead"
 
 
 def _round(v: Any) -> Any:

@@ -1,7 +1,8 @@
 """What earlier attempts of a ladder finished, read back from its folder for `--resume`: the steps
 of steps.jsonl, the concurrency rungs of rungs.jsonl with their requests (so the concurrency
 step's figures still cover every rung), and the requests steps 1-3 sent (the repeat step sends
-them again). Only lines that are whole count; a half-written last line is skipped."""
+them again). Only lines that are whole count; a half-written last line is skipped. A step the
+server died under is recorded but not finished: it runs again."""
 
 from __future__ import annotations
 
@@ -54,7 +55,9 @@ def read_done(run: RunDir, rs: RequestSet) -> Done:
     steps: dict[str, tuple[StepResult, int]] = {}
     for line in run.read_jsonl(STEPS_FILE):
         if isinstance(line.get("name"), str) and line["name"] not in steps:
-            steps[line["name"]] = (StepResult.from_dict(line), attempt_of(line))
+            step = StepResult.from_dict(line)
+            if not step.server_died:  # the server died under it: no result, it runs again
+                steps[line["name"]] = (step, attempt_of(line))
     by_id = {r.id: r for r in rs.requests}
     sent = {name: [(by_id[r.request_id], r) for r in records[(name, attempt)] if r.request_id in by_id]
             for name, (_, attempt) in steps.items() if name in SENT_STEPS}

@@ -1,5 +1,7 @@
 """`ladder`: the research-bench steps against one server, recorded in the run folder, stopping at
-the first failure; writes steps.jsonl, ladder.json and poc.json."""
+the first failure; writes steps.jsonl, ladder.json and poc.json. A server that dies under a step
+is no result of the ladder: the step is recorded with the failure and its evidence, the run ends
+`failed` without a `ladder_outcome`, and `--resume` runs that step again on a new server."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from oomkit.fsio import write_json_atomic
 from oomkit.ladder.knee import Knee
 from oomkit.ladder.poc import build_poc
 from oomkit.ladder.resume import RUNGS_FILE, STEPS_FILE, Done, read_done, window_line
-from oomkit.ladder.result import StepResult
+from oomkit.ladder.result import StepResult, server_died
 from oomkit.ladder.steps import STEPS, Ctx, LadderOptions
 from oomkit.rundir import RunDir, redact_obj
 from oomkit.workload.requestset import RequestSet
@@ -44,13 +46,18 @@ class LadderResult:
     ran: bool = True
     """False when --resume found the ladder already finished: nothing was sent, this is its record."""
 
+    @property
+    def server_died(self) -> bool:
+        """The server died under the step it stopped at: the ladder did not end, --resume continues it."""
+        return server_died(self.failure)
+
     def to_dict(self) -> dict[str, Any]:
         return {"run_dir": str(self.run_dir), "request_set_id": self.request_set_id, "ran": self.ran,
                 "steps": [s.to_dict() for s in self.steps],
                 "knee": self.knee.to_dict() if self.knee else {"concurrency": None, "reason": "not reached",
                                                                  "last_good": None},
                 "poc": self.poc, "failure": self.failure.to_dict() if self.failure else None,
-                "stopped_at": self.stopped_at, "interrupted": self.interrupted,
+                "stopped_at": self.stopped_at, "server_died": self.server_died, "interrupted": self.interrupted,
                 "memory_source": self.memory_source, "target": self.target, "notes": list(self.notes)}
 
     @classmethod
@@ -133,15 +140,40 @@ def ladder(spec: TargetSpec, workload: str | None, opts: LadderOptions = LadderO
                 if ours:
                     run.finish("interrupted")
                 raise
-            # In a launch's folder the launcher sets `state`; this says how the ladder itself ended.
-            run.update(ladder_outcome={"stopped_at": result.stopped_at, "knee": result.poc.get("knee"),
-                                       "failure": result.failure.to_dict() if result.failure else None})
-            if ours:
-                run.finish("failed" if result.failure else "complete", stopped_at=result.stopped_at,
-                           **({"reason": None} if job else {}))
+            _record_end(run, result, target, ours, resumed=job is not None)
     except RunFailed:
         # A launched server that died during a step fails its launch on the way out; the ladder's
         # result already records and classifies that failure.
         if result is None or result.failure is None:
             raise
     return result
+
+
+def _record_end(run: RunDir, result: LadderResult, target: Target, ours: bool, resumed: bool) -> None:
+    """How the ladder ended, in its manifest. In a launch's folder the launcher sets `state`
+    (`died_after_ready` when the server died); `ladder_outcome` says how the ladder itself ended,
+    and a ladder whose server died has none: it did not end, `--resume` continues it."""
+    if result.server_died:
+        run.update(server_death=death_entry(result, target))
+        if ours:
+            run.finish("failed", reason="server_died", stopped_at=result.stopped_at, error=death_text(result))
+        return
+    run.update(ladder_outcome={"stopped_at": result.stopped_at, "knee": result.poc.get("knee"),
+                               "failure": result.failure.to_dict() if result.failure else None})
+    if ours:  # a resume clears what the attempt before it left (e.g. the launcher's died_after_ready)
+        cleared = {"reason": None, "error": None, "server_death": None} if resumed else {}
+        run.finish("failed" if result.failure else "complete", stopped_at=result.stopped_at, **cleared)
+
+
+def death_entry(result: LadderResult, target: Target) -> dict[str, Any]:
+    """The manifest's `server_death`: the step the server died under, and why (as compare's)."""
+    why = result.failure
+    assert why is not None
+    return {"step": result.stopped_at, "server_run": str(target.run_dir.path) if target.run_dir else None,
+            "kind": why.kind, "phase": why.phase, "reason": why.reason, "evidence": why.evidence[:3]}
+
+
+def death_text(result: LadderResult) -> str:
+    why = result.failure
+    assert why is not None
+    return f"the server died during step {result.stopped_at}: {why.phase}: {why.reason}"

@@ -17,7 +17,7 @@ from oomkit.bench.target import Target
 from oomkit.client.records import RequestRecord
 from oomkit.errors import InputError
 from oomkit.ladder.knee import Knee, Rung, find_knee
-from oomkit.ladder.result import StepResult, from_windows
+from oomkit.ladder.result import StepResult, from_windows, server_died
 from oomkit.workload.requestset import RequestSet, SetRequest, body_id
 
 # The repeat step runs steps 1-3 twice with this override; every body already carries a fixed seed.
@@ -241,7 +241,8 @@ async def concurrency(ctx: Ctx) -> StepResult:
         windows.extend(out)
         verdict, detail = _rung_verdict(out[0], ctx.opts.slos)
         done = Rung(c, verdict, detail)
-        if ctx.on_rung:
+        # A rung the server died in is no measurement: it is not recorded, so --resume runs it again.
+        if ctx.on_rung and not (verdict == "failure" and server_died(await _failure(ctx, out))):
             ctx.on_rung(done, out[0])
         return done
 

@@ -52,7 +52,7 @@ def send_check_request(server: Server) -> RequestCheck:
             "temperature": 0}
     began = time.monotonic()
     try:
-        with httpx.Client(trust_env=False, timeout=CHECK_REQUEST_TIMEOUT_S) as client:
+        with httpx.Client(trust_env=False, timeout=CHECK_REQUEST_TIMEOUT_S, headers=server.headers) as client:
             resp = client.post(server.base_url + "/v1/completions", json=body)
     except httpx.HTTPError as err:
         return RequestCheck(False, None, (time.monotonic() - began) * 1000, None, f"{type(err).__name__}: {err}")

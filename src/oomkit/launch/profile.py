@@ -146,6 +146,16 @@ class Profile(BaseModel):
     def arg(self, name: str, default: Any = None) -> Any:
         return self.args.get(arg_name(name), default)
 
+    def api_key(self) -> str | None:
+        """A key the server will require: `args.api_key` (vLLM takes several; any one is accepted),
+        else the VLLM_API_KEY it gets. oomkit's own requests (ready probe, check, load) send it."""
+        value = self.arg("api_key")
+        if isinstance(value, list):
+            value = value[0] if value else None
+        if value not in (None, "", False):
+            return str(value)
+        return self.server_env().get("VLLM_API_KEY") or None
+
     def to_dict(self) -> dict[str, Any]:
         data = self.model_dump(mode="json", exclude_none=True)
         data["start"] = self.start.model_dump(mode="json", exclude_none=True)

@@ -105,6 +105,12 @@ class Server:
     log_path = property(lambda self: self.run.path / "server.log")
     pid = property(lambda self: self._proc.pid if self._proc else None)
 
+    @property
+    def headers(self) -> dict[str, str]:
+        """What oomkit's own requests carry: with `api_key` set, vLLM refuses /v1/* without it."""
+        key = self.profile.api_key()
+        return {"authorization": f"Bearer {key}"} if key else {}
+
     def alive(self) -> bool:
         return bool(self._proc and self._proc.alive())
 
@@ -142,7 +148,7 @@ class Server:
 
         assert self._proc is not None
         deadline = self._proc.started + self.profile.start_timeout_s
-        with httpx.Client(trust_env=False, timeout=2.0) as client:
+        with httpx.Client(trust_env=False, timeout=2.0, headers=self.headers) as client:
             while True:
                 if not self._proc.alive():
                     self._follower.join(EOF_WAIT_S)
@@ -266,6 +272,8 @@ def _own_create_time() -> float | None:
 
 
 def _url_host(host: str) -> str:
+    """Where oomkit reaches the server: a wildcard listen address (all interfaces) through loopback."""
+    host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(host, host)
     return f"[{host}]" if ":" in host else host
 
 

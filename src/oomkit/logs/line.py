@@ -19,7 +19,7 @@ COMPOSE = re.compile(r"^(?P<svc>[A-Za-z0-9][\w.\-]*)\s+\|\s?")
 JOURNALD = re.compile(r"^(?:[A-Z][a-z]{2}|\d{1,2}月)\s+\d{1,2} \d{2}:\d{2}:\d{2} \S+ [\w.@\-/]+(?:\[\d+\])?: ")
 # Ray actors nest parentheses in the name ("(MapWorker(MapBatches(X)) pid=1)"); copy-paste can lose
 # the opening one.
-PREFIX = re.compile(r"^\(?(?P<proc>[^\s].{0,120}?) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[^)]+))?\)\s*")
+PREFIX = re.compile(r"^\(?(?P<proc>[^\s].{0,120}?) pid=(?P<pid>\d{1,10})\b(?:, ip=(?P<ip>[^)]+))?\)\s*")
 HEADER = re.compile(
     r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?P<ts>\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d+)?"
     r"\s+\[?(?P<file>[^\s\]]+?):(?P<lineno>\d+)\]\s?(?P<msg>.*)$"

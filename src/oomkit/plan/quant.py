@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from oomkit.errors import InputError
@@ -68,7 +70,8 @@ class QuantScheme:
             return self.base_format
         if self.quantizes_experts_only and not any(".experts." in n for n in module_names):
             return self.base_format
-        if any(_ignored(n, p) for n in module_names for p in self.ignore):
+        ignored = _ignore_matcher(tuple(p for p in self.ignore if isinstance(p, str)))  # hashable
+        if any(ignored(n) for n in module_names):
             return self.base_format
         return self.linear_format
 
@@ -77,14 +80,41 @@ class QuantScheme:
                 "base_format": self.base_format, "ignore": list(self.ignore), "source": self.source}
 
 
-def _ignored(name: str, pattern: str) -> bool:
+PATTERN_LIMIT = 512
+"""Characters in one ignore pattern: real ones are module paths (under 100); a longer one is no
+module name, and fnmatch or re on a pattern of many KB can take minutes."""
+
+
+@lru_cache(maxsize=64)
+def _ignore_matcher(ignore: tuple[Any, ...]) -> Callable[[str], bool]:
+    """One compiled test for a scheme's whole ignore list: ModelOpt checkpoints list over a thousand
+    globs, and trying each per module name costs seconds per plan."""
+    parts = [r for r in map(_pattern_regex, ignore) if r is not None]
+    if not parts:
+        return lambda name: False
+    try:
+        combined = re.compile("|".join(f"(?:{r})" for r in parts))
+        return lambda name: combined.match(name) is not None
+    except re.error:  # e.g. a `re:` pattern with a global flag in the middle: test one by one
+        each = [re.compile(r) for r in parts]
+        return lambda name: any(r.match(name) for r in each)
+
+
+def _pattern_regex(pattern: Any) -> str | None:
+    """A regex that re.match-es the module names the pattern ignores; None for no usable pattern."""
+    if not isinstance(pattern, str) or not pattern or len(pattern) > PATTERN_LIMIT:
+        return None
     if pattern.startswith("re:"):
-        return re.match(pattern[3:], name) is not None
+        try:
+            re.compile(pattern[3:])
+        except re.error:  # vLLM would refuse the pattern too; it ignores nothing
+            return None
+        return pattern[3:]
     if any(ch in pattern for ch in "*?["):
-        return fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(name, pattern + ".*")
+        return f"{fnmatch.translate(pattern)}|{fnmatch.translate(pattern + '.*')}"
     # A plain name matches whole dot-separated components (HF `modules_to_not_convert` style):
     # "gate" matches "...mlp.gate" but not "...mlp.gate_proj".
-    return re.search(rf"(^|\.){re.escape(pattern)}($|\.)", name) is not None
+    return rf"(?s:(?:.*\.)?{re.escape(pattern)}(?:\..*)?)\Z"
 
 
 def scheme_from_config(qcfg: dict[str, Any] | None, model_dtype: str) -> QuantScheme:

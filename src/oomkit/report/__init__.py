@@ -10,9 +10,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from oomkit.decide.evidence import written_by_oomkit
 from oomkit.errors import UsageError
 from oomkit.fsio import write_text_atomic
-from oomkit.redact import redact
+from oomkit.redact import redact, redact_obj
 from oomkit.report.html import render_html
 from oomkit.report.markdown import render_markdown
 from oomkit.report.model import report_data
@@ -34,7 +35,9 @@ def render(ref: str, fmt: str = "html", out: str | None = None, runs_dir: str = 
         raise UsageError(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
     data = report_data(ref, runs_dir)
     stamp = now or datetime.now(timezone.utc).isoformat(timespec="seconds")
-    text = redact(FORMATS[fmt](data, stamp))
+    with written_by_oomkit([ref]):  # a hand-edited field can reach a renderer as another type
+        # Redacted before escaping too: `api_key=['x']` escaped for Markdown no longer looks like a secret.
+        text = redact(FORMATS[fmt](redact_obj(data), stamp))  # type: ignore[arg-type]
     source = Path(data["source"])
     target = Path(out) if out else (source if source.is_dir() else source.parent) / SUFFIX[fmt]
     return write_text_atomic(target, text)

@@ -108,8 +108,9 @@ def render_html(d: dict[str, Any], now: str) -> str:
     dec = d.get("decision")
     title = f"oomkit report: {dec['verdict']}" if dec else "oomkit report: measurements"
     parts = [
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-        f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">",
+        # The policy comes first: nothing in the document is read before it applies.
+        f"<!DOCTYPE html><html lang='en'><head><meta http-equiv='Content-Security-Policy' content=\"{CSP}\">",
+        "<meta charset='utf-8'>",
         f"<title>{e(title)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{e(title)}</h1><p class='muted'>from {e(d['source'])}, generated {e(now)}, request set "
         f"{e(d['request_set_id'])}</p>",

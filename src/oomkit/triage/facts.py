@@ -26,7 +26,7 @@ class FigureRule:
 def _num(text: str) -> float | int:
     text = text.replace(",", "")
     value = float(text)
-    return int(value) if re.fullmatch(r"-?\d+", text) else value
+    return int(value) if re.fullmatch(r"-?\d{1,18}", text) else value  # longer: float (int() of inf fails)
 
 
 def _gib(value: str, unit: str | None) -> float:

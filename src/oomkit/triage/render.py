@@ -38,7 +38,8 @@ def render(res: TriageResult, width: int = 100) -> str:
         out.append("timeline:   " + " -> ".join(t.phase for t in res.timeline))
     if v.evidence:
         out.append("evidence:")
-        out += [f"  {e.where}: {_cut(parse_line(e.text).msg or e.text, width)}" for e in v.evidence]
+        # Redacted before the cut: a cut inside a secret would leave a prefix no pattern recognises.
+        out += [f"  {e.where}: {_cut(redact(parse_line(e.text).msg or e.text), width)}" for e in v.evidence]
     figures = [(label, f.figures[key], unit) for key, label, unit in FIGURE_LABELS if f.figures.get(key) is not None]
     if figures:
         out.append("figures:")

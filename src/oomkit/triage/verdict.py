@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from oomkit.redact import redact
 from oomkit.triage.advice import advice_for
 from oomkit.triage.engine import Hit, Triage
 from oomkit.triage.facts import FULL_KV_PCT
@@ -108,7 +109,8 @@ def _crash(t: Triage, wrappers: list[Hit], hits: list[Hit]) -> Verdict:
         return _verdict("environment", False, "low", "a worker failed to start before any phase marker",
                         "a worker failed to start before loading weights: device or distributed initialisation", first.rule.id, shown, t)
     summary = "the engine died with an error that is not a memory error"
-    summary += f": {exc.text.split('] ')[-1][:200]}" if exc else " (the exception itself is not in the log)"
+    # Redacted before the cut, which could otherwise end inside a secret and keep an unmaskable prefix.
+    summary += f": {redact(exc.text.split('] ')[-1])[:200]}" if exc else " (the exception itself is not in the log)"
     return _verdict("not_oom_other", False, "medium" if exc else "low",
                     "fatal engine error without any memory, network or environment signature", summary, first.rule.id, shown, t,
                     extra=[exc] if exc else [])
