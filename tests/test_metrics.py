@@ -135,3 +135,16 @@ def test_dcgm_exporter_framebuffer_in_mib():
 def test_choose_a_dcgm_url(memory):
     probe, why = choose(memory, None, "http://10.0.0.1:8000")
     assert isinstance(probe, DcgmProbe) and memory in why
+
+
+def test_the_series_kept_in_memory_is_compact_and_gives_the_same_figures():
+    """The scraper keeps every scrape of a window in memory; a bench of hours must not grow by the
+    full /metrics text each second (benchmarks/long_run.py measures the slope)."""
+    from oomkit.metrics.deltas import compute
+    from oomkit.metrics.scrape import compact, parse
+
+    text = (CPU_LOGS / "metrics_after_pressure_long.txt").read_text()
+    full = [parse(text, float(t), "bench") for t in range(3)]
+    small = [compact(s) for s in full]
+    assert compute(small) == compute(full) and compute(full).prompt_tokens is not None
+    assert all(not s.info and len(s.samples) < len(f.samples) / 3 for s, f in zip(small, full))

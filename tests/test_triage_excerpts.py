@@ -71,3 +71,18 @@ def test_corpus_floor():
         pytest.skip("shared corpus not here")
     right = sum(analyse([str(p)]).verdict.phase == json.loads(p.with_suffix(".json").read_text())["label"]["phase"] for p in logs)
     assert right / len(logs) >= 0.85
+
+
+def test_engine_core_reaped_with_sigkill_reads_as_a_kill(tmp_path):
+    """vLLM 0.32 (v1/engine/utils.py) names each dead core proc with its exit code; -9 is SIGKILL,
+    as when tests/test_faults_server.py kills the EngineCore or the kernel's OOM killer does. A
+    Worker's BrokenPipeError that follows its parent's death must not be taken for the cause."""
+    log = tmp_path / "killed.log"
+    log.write_text("(EngineCore pid=2211) INFO 12-02 18:20:01 [gpu_model_runner.py:4000] Starting to load model m...\n"
+                   "(Worker pid=2301) ERROR 12-02 18:20:02 [multiproc_executor.py:800] BrokenPipeError: [Errno 32] Broken pipe\n"
+                   "RuntimeError: Engine core initialization failed. See root cause above. "
+                   "Failed core proc(s): {'EngineCore_DP0': -9}\n")
+    v = analyse([str(log)]).verdict
+    assert (v.phase, v.is_oom) == ("weight_loading", True) and "SIGKILL" in v.summary
+    log.write_text(log.read_text().replace("-9}", "1}"))
+    assert "SIGKILL" not in analyse([str(log)]).verdict.summary

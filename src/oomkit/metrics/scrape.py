@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -82,6 +83,17 @@ def parse(text: str, t_unix_s: float | None = None, label: str = "") -> Scrape:
     return Scrape(time.time() if t_unix_s is None else t_unix_s, samples, info, label=label)
 
 
+READ_NAMES = frozenset(name for metric in BY_KEY.values() for name in metric.names)
+"""The metric names that per-window figures read (every alias); the rest stays on disk only."""
+
+
+def compact(scrape: Scrape) -> Scrape:
+    """What a window needs of a scrape, for the series kept in memory: a bench may scrape every
+    second for hours (about 20 KB a scrape in full, under 2 KB compact; benchmarks/long_run.py)."""
+    samples = {sys.intern(k): v for k, v in scrape.samples.items() if _base(k)[0] in READ_NAMES}
+    return replace(scrape, samples=samples, info={}, label=sys.intern(scrape.label))
+
+
 def _base(key: str) -> tuple[str, str]:
     name, _, rest = key.partition("{")
     return name, rest
@@ -154,7 +166,7 @@ class Scraper:
             self.info = self.info or scrape.info
         elif self.available is None:
             self.available = False
-        self.scrapes.append(scrape)
+        self.scrapes.append(compact(scrape))  # in full in `sink` (metrics.jsonl)
         if self.sink:
             self.sink(scrape.to_dict())
         return scrape

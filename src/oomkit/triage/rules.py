@@ -121,7 +121,7 @@ FAILURES: tuple[Failure, ...] = (
             "the device ran out of memory", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.75 GiB. GPU 0 has a total capacity of 79.19 GiB", f"{V} §3 E-TORCHOOM/E-OOMOTHER"),
     Failure("E-CPUALLOC", _re(r"DefaultCPUAllocator: can't allocate memory|MemoryError|Cannot allocate memory|unable to mmap \d+ bytes|std::bad_alloc"), "oom_host", _OOM_CTX, True, 79,
             "host memory allocation failed", "RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to allocate 46137344 bytes.", f"{T} §3c"),
-    Failure("E-KILLED", _re(r"exit code:? 137|exit code: -9\b|\(SIGKILL\)|OOMKilled|Out of memory: Killed process|oom-kill|oom_reaper|^Killed$"), "oom_host", _OOM_CTX, True, 79,
+    Failure("E-KILLED", _re(r"exit code:? 137|exit code: -9\b|Failed core proc\(s\): \{[^}]*: -9[,}]|\(SIGKILL\)|OOMKilled|Out of memory: Killed process|oom-kill|oom_reaper|^Killed$"), "oom_host", _OOM_CTX, True, 79,
             "a process was SIGKILLed (exit 137/-9): the usual signature of the kernel's host-RAM OOM killer",
             "The Python process exited with exit code 137 (SIGKILL). This may have been cause by OOM error.", f"{T} §9 (exit code -9 = SIGKILL); kernel/k8s OOM-killer wording"),
     Failure("E-SWAP", _re(r"Aborted due to the lack of CPU swap space"), "oom", "serving_decode", True, 85,
