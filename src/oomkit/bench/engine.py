@@ -54,7 +54,7 @@ class Window:
     """The client figures of every request sent in the window, also when `records` is not kept."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per session is kept for the whole bench
 class SessionOutcome:
     session: int
     steps_done: int
