@@ -60,4 +60,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_INPUT if err.exit_code == 2 else err.exit_code)
     except BrokenPipeError:
         sys.exit(0)
+    except OSError as err:  # the OS refused a path or a write: a name too long, no permission, disk full
+        where = f"{str(err.filename)[:200]}: " if err.filename is not None else ""
+        click.echo(redact(f"oomkit: error: {where}{err.strerror or err} (check the path, its permissions "
+                          "and the free space)"), err=True)
+        sys.exit(EXIT_INPUT)
     sys.exit(code if isinstance(code, int) else 0)

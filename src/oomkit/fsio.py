@@ -116,3 +116,20 @@ def read_text_limited(path: str | os.PathLike[str], limit_bytes: int, what: str,
 
 def _size(n_bytes: int) -> str:
     return f"{n_bytes / 2**30:g} GiB" if n_bytes >= 2**30 else f"{n_bytes / 2**20:g} MiB"
+
+
+def is_file(path: object) -> bool:
+    """Path(path).is_file() for a path read from a file: a name too long for the file system
+    (ENAMETOOLONG), a NUL byte or a non-string is no file, not an error."""
+    try:
+        return isinstance(path, (str, os.PathLike)) and Path(path).is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def is_dir(path: object) -> bool:
+    """Path(path).is_dir(), as `is_file`."""
+    try:
+        return isinstance(path, (str, os.PathLike)) and Path(path).is_dir()
+    except (OSError, ValueError):
+        return False

@@ -17,7 +17,7 @@ from oomkit.decide.requirements import Requirements, load_requirements
 from oomkit.decide.rules import Ctx, apply
 from oomkit.decide.teams import TEAMS, criteria
 from oomkit.errors import UsageError
-from oomkit.fsio import write_json_atomic, write_text_atomic
+from oomkit.fsio import is_file, write_json_atomic, write_text_atomic
 from oomkit.rundir import RunDir, redact_obj
 
 SCHEMA = "oomkit.decision/1"
@@ -96,7 +96,7 @@ def _retest(facts: Facts, req: Requirements, team: str) -> tuple[str, bool, str]
     sets = [Path(r.path) / "request-set.jsonl" for r in facts.runs if (Path(r.path) / "request-set.jsonl").is_file()]
     lines = ["# Retest after a vLLM update", "",
              "Measure again with the same request set and requirements, then compare the verdicts.", ""]
-    ok = bool(profile and Path(profile).is_file() and sets)
+    ok = bool(profile and is_file(profile) and sets)
     if ok:
         cmd = ["oomkit", "investigate", str(profile), "--requirements", str(req.source), "--workload", str(sets[0]),
                "--team", team]

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from oomkit.errors import WRONG_SHAPE, InputError
-from oomkit.fsio import JSON_ERRORS
+from oomkit.fsio import JSON_ERRORS, is_dir
 from oomkit.imports import ImportedRun, read_import
 from oomkit.rundir import MANIFEST, SCHEMA
 
@@ -115,7 +115,7 @@ def read_folder(path: Path) -> RunEvidence:
         raise InputError(f"{path}: a compare folder without compare.json (the experiment did not finish)",
                          hint=f"resume it: oomkit compare EXPERIMENT --resume {path}")
     servers = tuple(read_folder(Path(p)) for p in sorted(set((comp or {}).get("server_runs", {}).values()))
-                    if p and Path(p).is_dir())
+                    if p and is_dir(p))
     kind = "compare" if comp else "ladder" if found["ladder.json"] else "bench" if found["bench.json"] else manifest["kind"]
     return RunEvidence(str(path), kind, manifest, found["ladder.json"], found["bench.json"], comp, None, servers)
 
