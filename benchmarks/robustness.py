@@ -557,6 +557,11 @@ def render(total: dict[str, Tally], seconds: float, server: dict[str, Any] | Non
         for site, found in sorted(t.sites.items(), key=lambda kv: -kv[1]["count"]):
             lines.append(f"  {name}: {found['count']:,} x {site} ({found['example']})")
     lines += [""] + _table(("issue 7 figure", "value"), summary_rows(total, server, args), markdown)
+    faults = (server or {}).get("faults")
+    if isinstance(faults, dict):  # each scenario, and why one was not survived
+        from faults import render as render_faults
+
+        lines += ["", "Fault scenarios (benchmarks/faults.py):", "", "```", render_faults(faults), "```"]
     return "\n".join(lines)
 
 
