@@ -49,12 +49,15 @@ def test_same_verdict_twice_with_evidence(two_runs):
     tmp, first, code, second = two_runs
     assert code == 0
     assert first.verdict == second["verdict"] and first.rule == second["rule"]
-    # 12 KV blocks of 128 tokens hold two ~800-token agent prompts, not three: the knee is at 3.
+    # 12 KV blocks of 128 tokens hold two ~800-token agent prompts, not three: the knee is at 3 when
+    # the three prompts overlap in time. On a loaded 2-core machine the third may start after the
+    # first has finished, and c=3 passes: then the knee is at 4. Either way the target (4) is not held.
     assert first.verdict == "expand" and first.rule == "concurrency_headroom"
-    n = first.decision["numbers"]
-    assert n["capacity_concurrency"] == 2 and n["first_bad_concurrency"] == 3 and n["headroom_pct"] == -50.0
-    assert second["decision"]["numbers"]["capacity_concurrency"] == 2
-    assert any("concurrency rung c=3" in (e.get("source") or "") for e in first.decision["evidence"])
+    for n in (first.decision["numbers"], second["decision"]["numbers"]):
+        c, t = n["capacity_concurrency"], n["target_concurrency"]
+        assert c in (2, 3) and n["first_bad_concurrency"] == c + 1 and n["headroom_pct"] == round((c - t) / t * 100, 1)
+    bad = first.decision["numbers"]["first_bad_concurrency"]
+    assert any(f"concurrency rung c={bad}" in (e.get("source") or "") for e in first.decision["evidence"])
     for key in ("verdict", "rule", "checklist", "report_html", "run_dirs"):
         assert key in second
     assert Path(second["report_html"]).is_file() and "verdict: expand" in Path(second["report_html"]).read_text()
