@@ -42,7 +42,7 @@ def _args_for(tool: dict[str, Any], valid: bool) -> str:
 class FakeOpenAI:
     def __init__(self, *, tokens: int | None = None, token_delay_s: float = 0.0005, kv_capacity: int = 1000,
                  max_model_len: int = 4096, legacy_metrics: bool = False, reasoning: bool = False,
-                 metrics: bool = True, api_key: str | None = None):
+                 metrics: bool = True, api_key: str | None = None, port: int = 0):
         self.tokens, self.token_delay_s, self.kv_capacity = tokens, token_delay_s, kv_capacity
         self.max_model_len, self.legacy_metrics, self.reasoning = max_model_len, legacy_metrics, reasoning
         self.metrics_enabled, self.api_key = metrics, api_key
@@ -60,7 +60,7 @@ class FakeOpenAI:
         self._writers: set[asyncio.StreamWriter] = set()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
-        self.port = 0
+        self.port = port  # 0: a free one (a fake launched by `oomkit launch` takes the one it is given)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> "FakeOpenAI":
@@ -74,7 +74,7 @@ class FakeOpenAI:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
-        self._server = self._loop.run_until_complete(asyncio.start_server(self._conn, "127.0.0.1", 0, backlog=1024))
+        self._server = self._loop.run_until_complete(asyncio.start_server(self._conn, "127.0.0.1", self.port, backlog=1024))
         self.port = self._server.sockets[0].getsockname()[1]
         self._ready.set()
         self._loop.run_forever()

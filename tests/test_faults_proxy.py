@@ -299,18 +299,12 @@ from _load_fake_server import FakeOpenAI
 argv = sys.argv[2:]
 port = int(argv[argv.index("--port") + 1])
 class OnPort(FakeOpenAI):
-    """Listens on the port oomkit launch gives; with --max-num-seqs its engine dies at the 3rd request."""
-    def _run(self):
-        asyncio.set_event_loop(self._loop)
-        self._server = self._loop.run_until_complete(asyncio.start_server(self._conn, "127.0.0.1", port))
-        self.port = port
-        self._ready.set()
-        self._loop.run_forever()
+    """On the port oomkit launch gives; with --max-num-seqs its engine dies at the 3rd request."""
     async def _chat(self, body, writer):
         if "--max-num-seqs" in argv and len(self.requests) >= 2:
             self.mode = "http500_engine"
         return await super()._chat(body, writer)
-fake = OnPort(token_delay_s=0.0005).start()
+fake = OnPort(token_delay_s=0.0005, port=port).start()
 print("(APIServer pid=1) INFO 12-02 16:31:07 [entry.py:140] Starting vLLM server", flush=True)
 import signal, threading
 done = threading.Event()
@@ -356,12 +350,6 @@ port, die_at, died = int(argv[argv.index("--port") + 1]), int(os.environ["FAKE_D
 class DiesOnce(FakeOpenAI):
     """On the port oomkit launch gives; its engine dies at chat request `die_at`, once per test
     (the `died` file): the server a --resume launches lives."""
-    def _run(self):
-        asyncio.set_event_loop(self._loop)
-        self._server = self._loop.run_until_complete(asyncio.start_server(self._conn, "127.0.0.1", port))
-        self.port = port
-        self._ready.set()
-        self._loop.run_forever()
     async def _chat(self, body, writer):
         if len(self.requests) + 1 >= die_at and not os.path.exists(died):
             open(died, "w").close()
@@ -369,7 +357,7 @@ class DiesOnce(FakeOpenAI):
                   "died unexpectedly, shutting down client.", flush=True)
             self.mode = "http500_engine"
         return await super()._chat(body, writer)
-fake = DiesOnce(token_delay_s=0.0005).start()
+fake = DiesOnce(token_delay_s=0.0005, port=port).start()
 print("(APIServer pid=1) INFO 12-02 16:31:07 [entry.py:140] Starting vLLM server", flush=True)
 done = threading.Event()
 signal.signal(signal.SIGTERM, lambda *_: done.set())
