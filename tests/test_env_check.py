@@ -13,7 +13,7 @@ from oomkit.env.recipe import read_prose
 from oomkit.errors import InputError, UsageError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "env"
-RECIPES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "recipes"
+RECIPES = Path(__file__).resolve().parent / "fixtures" / "recipes"
 K3 = RECIPES / "moonshotai--Kimi-K3.yaml"
 LINEAR = RECIPES / "moonshotai--Kimi-Linear-48B-A3B-Instruct.yaml"
 pytestmark = pytest.mark.skipif(not K3.exists(), reason=f"shared recipes not found at {RECIPES}")

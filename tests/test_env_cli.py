@@ -10,7 +10,7 @@ import pytest
 from oomkit.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures" / "env"
-K3 = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "recipes" / "moonshotai--Kimi-K3.yaml"
+K3 = Path(__file__).resolve().parent / "fixtures" / "recipes" / "moonshotai--Kimi-K3.yaml"
 needs_k3 = pytest.mark.skipif(not K3.exists(), reason="shared recipes not found")
 
 

@@ -13,7 +13,7 @@ from oomkit.env.settings import merge_args
 from oomkit.errors import UsageError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "env"
-RECIPES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "recipes"
+RECIPES = Path(__file__).resolve().parent / "fixtures" / "recipes"
 K3, K25, LLAMA = (RECIPES / f for f in ("moonshotai--Kimi-K3.yaml", "moonshotai--Kimi-K2.5.yaml",
                                          "meta-llama--Llama-3.1-8B-Instruct.yaml"))
 pytestmark = pytest.mark.skipif(not K3.exists(), reason=f"shared recipes not found at {RECIPES}")

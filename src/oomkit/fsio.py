@@ -7,7 +7,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from oomkit.errors import InputError
 
@@ -93,11 +93,13 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 def read_text_limited(path: str | os.PathLike[str], limit_bytes: int, what: str, hint: str | None = None) -> str:
     """The UTF-8 text of a file a person wrote or handed over, or one InputError line saying why not:
     missing, unreadable, larger than `limit_bytes`, binary (a NUL byte) or not UTF-8. At most
-    limit_bytes + 1 bytes are read, so /dev/zero or a mistyped path to a model file is cheap."""
+    limit_bytes + 1 bytes are read, so /dev/zero or a mistyped path to a model file is cheap. It reads
+    in chunks: `fh.read(limit + 1)` reserves a buffer of the limit at once, which fails under a
+    `ulimit -v` (batch schedulers, some containers) even for a 3-byte file."""
     p = Path(path)
     try:
         with open(p, "rb") as fh:
-            data = fh.read(limit_bytes + 1)
+            data = _read_at_most(fh, limit_bytes + 1)
     except FileNotFoundError:
         raise InputError(f"{p}: no such {what}", hint=hint) from None
     except OSError as err:  # a folder, no permission, an I/O error
@@ -112,6 +114,22 @@ def read_text_limited(path: str | os.PathLike[str], limit_bytes: int, what: str,
     except UnicodeDecodeError as err:
         raise InputError(f"{p}: not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start:,})",
                          hint=hint or f"save the {what} as UTF-8") from None
+
+
+_READ_CHUNK_BYTES = 1 << 20
+
+
+def _read_at_most(fh: BinaryIO, max_bytes: int) -> bytes:
+    """What the file holds, up to max_bytes, never allocating more than one chunk beyond it."""
+    chunks: list[bytes] = []
+    left = max_bytes
+    while left > 0:
+        chunk = fh.read(min(_READ_CHUNK_BYTES, left))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def _size(n_bytes: int) -> str:
