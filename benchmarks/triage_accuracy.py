@@ -1,64 +1,137 @@
-"""Triage accuracy per phase against a labelled folder.
+"""Triage accuracy against labelled real logs, per part of a fixed split.
 
+    python benchmarks/triage_accuracy.py corpus/logs                 # dev and heldout side by side
+    python benchmarks/triage_accuracy.py corpus/logs --split heldout
     python benchmarks/triage_accuracy.py ../shared/fixtures/vllm-logs
-    python benchmarks/triage_accuracy.py ../shared/research/cpu-logs --labels benchmarks/cpu_log_labels.json
+    python benchmarks/triage_accuracy.py tests/fixtures/cpu-logs --labels benchmarks/cpu_log_labels.json
 
-A labelled folder holds NNN.log with NNN.json ({"label": {"phase": ...}}), or logs plus a
---labels file mapping file name to phase. Prints a per-phase table, the misses, and the total."""
+A labelled folder holds X.log with X.json ({"label": {"phase", "is_oom", "confidence"}}), or logs
+plus a --labels file mapping file name to phase. A folder with a split file (corpus/split.json, made
+by corpus/split.py) is scored per part: `dev` is what rules may be written against, `heldout` is
+only scored. For each part: accuracy overall, per phase and on high-confidence labels; coverage (not
+`unknown`); wrong answers (a wrong phase, not `unknown`); false OOM on logs labelled not OOM; and a
+confusion matrix (rows: label, columns: triage)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 from oomkit.errors import OomkitError
 from oomkit.triage import analyse
 
 
-def load_cases(folder: Path, labels: Path | None) -> list[tuple[Path, str]]:
+@dataclass(frozen=True)
+class Case:
+    log: Path
+    phase: str
+    is_oom: bool | None
+    confidence: str | None
+
+
+@dataclass(frozen=True)
+class Answer:
+    case: Case
+    phase: str
+    is_oom: bool
+    confidence: str
+
+
+def load_cases(folder: Path, labels: Path | None) -> list[Case]:
     if labels is not None:
         table = json.loads(labels.read_text())
-        return [(folder / name, phase) for name, phase in sorted(table.items()) if (folder / name).exists()]
+        return [Case(folder / name, phase, None, None) for name, phase in sorted(table.items())
+                if (folder / name).exists()]
     cases = []
     for log in sorted(folder.glob("*.log")):
         side = log.with_suffix(".json")
         if side.exists():
-            cases.append((log, json.loads(side.read_text())["label"]["phase"]))
+            label = json.loads(side.read_text())["label"]
+            cases.append(Case(log, label["phase"], label.get("is_oom"), label.get("confidence")))
     return cases
+
+
+def split_of(folder: Path) -> dict[str, str] | None:
+    for candidate in (folder / "split.json", folder.parent / "split.json"):
+        if candidate.exists():
+            return json.loads(candidate.read_text())["cases"]
+    return None
+
+
+def answer(case: Case) -> Answer:
+    try:
+        verdict = analyse([str(case.log)]).verdict
+        return Answer(case, verdict.phase, verdict.is_oom, verdict.confidence)
+    except OomkitError as err:
+        return Answer(case, f"error: {err.one_line()}", False, "-")
+
+
+def report(name: str, answers: list[Answer]) -> list[str]:
+    n = len(answers)
+    right = [a for a in answers if a.phase == a.case.phase]
+    covered = [a for a in answers if a.phase != "unknown"]
+    wrong = [a for a in covered if a.phase != a.case.phase]
+    high = [a for a in answers if a.case.confidence == "high"]
+    not_oom = [a for a in answers if a.case.is_oom is False]
+    false_oom = [a for a in not_oom if a.is_oom]
+    lines = [f"== {name}: {n} logs",
+             f"accuracy {len(right)}/{n} = {_pct(len(right), n)}; coverage {_pct(len(covered), n)}; "
+             f"wrong {len(wrong)} = {_pct(len(wrong), n)}; high-confidence labels "
+             f"{sum(a.phase == a.case.phase for a in high)}/{len(high)} = "
+             f"{_pct(sum(a.phase == a.case.phase for a in high), len(high))}; false OOM {len(false_oom)}/{len(not_oom)}"]
+    per: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for a in answers:
+        per[a.case.phase][1] += 1
+        per[a.case.phase][0] += a.phase == a.case.phase
+    lines.append(f"{'phase':<24}{'right':>6}{'cases':>6}{'accuracy':>10}")
+    lines += [f"{p:<24}{r:>6}{c:>6}{_pct(r, c):>10}" for p, (r, c) in sorted(per.items())]
+    lines += _confusion(answers)
+    lines += [f"miss: {a.case.log.name}: labelled {a.case.phase}, triage said {a.phase} ({a.confidence})"
+              for a in answers if a.phase != a.case.phase]
+    return lines
+
+
+def _confusion(answers: list[Answer]) -> list[str]:
+    counts = Counter((a.case.phase, a.phase) for a in answers)
+    labels = sorted({a.case.phase for a in answers})
+    said = sorted({a.phase for a in answers})
+    short = {p: p[:9] for p in said}
+    out = ["confusion (rows: label, columns: triage):", f"{'':<22}" + "".join(f"{short[p]:>10}" for p in said)]
+    out += [f"{row:<22}" + "".join(f"{counts.get((row, col), 0) or '.':>10}" for col in said) for row in labels]
+    return out
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{part / whole:.1%}" if whole else "-"
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folder", type=Path)
     ap.add_argument("--labels", type=Path, help="JSON {file name: phase} instead of sidecar files")
+    ap.add_argument("--split", choices=("dev", "heldout", "all", "both"), default="both",
+                    help="with a split file: one part, all together, or both side by side (default)")
     args = ap.parse_args(argv)
     cases = load_cases(args.folder, args.labels)
     if not cases:
         print(f"no labelled logs in {args.folder}", file=sys.stderr)
         return 2
-    per: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    misses = []
-    for log, want in cases:
-        try:
-            res = analyse([str(log)])
-            got, conf = res.verdict.phase, res.verdict.confidence
-        except OomkitError as err:
-            got, conf = f"error: {err.one_line()}", "-"
-        per[want][1] += 1
-        per[want][0] += got == want
-        if got != want:
-            misses.append((log.name, want, got, conf))
-    print(f"{'phase':<24}{'right':>6}{'cases':>6}{'accuracy':>10}")
-    for phase in sorted(per):
-        right, n = per[phase]
-        print(f"{phase:<24}{right:>6}{n:>6}{right / n:>10.0%}")
-    total_right = sum(r for r, _ in per.values())
-    print(f"{'TOTAL':<24}{total_right:>6}{len(cases):>6}{total_right / len(cases):>10.1%}")
-    for name, want, got, conf in misses:
-        print(f"miss: {name}: labelled {want}, triage said {got} ({conf} confidence)")
+    split = split_of(args.folder) if args.labels is None else None
+    parts = {"all": cases}
+    if split and args.split != "all":
+        parts = {part: [c for c in cases if split.get(c.log.stem) == part] for part in ("dev", "heldout")}
+        if args.split in parts:
+            parts = {args.split: parts[args.split]}
+    scored = {name: [answer(c) for c in part] for name, part in parts.items()}
+    for name, answers in scored.items():
+        print("\n".join(report(f"{args.folder} [{name}]", answers)), end="\n\n")
+    if {"dev", "heldout"} <= scored.keys():
+        dev, held = (sum(a.phase == a.case.phase for a in scored[k]) / max(len(scored[k]), 1) for k in ("dev", "heldout"))
+        print(f"heldout - dev accuracy: {100 * (held - dev):+.1f} points (goal: within 5)")
     return 0
 
 

@@ -36,6 +36,11 @@ CASES = {
                              "--kv-cache-memory-bytes", "10000000"],
                             dict(max_model_len=4096, max_num_batched_tokens=256, block_size=64,
                                  kv_cache_memory_bytes=10_000_000)),
+    # Mistral/Mixtral style: sliding_window without layer_types; vLLM applies the window to every layer
+    "mistral_style_window": ("llama", dict(kv_heads=4, sliding_window=128, drop_layer_types=True),
+                             ["--max-model-len", "4096", "--max-num-batched-tokens", "512",
+                              "--kv-cache-memory-bytes", "10000000"],
+                             dict(max_model_len=4096, max_num_batched_tokens=512, kv_cache_memory_bytes=10_000_000)),
     # GQA full attention + gated delta net: the block is re-aligned to the state page. The SSM dtype is
     # pinned: vLLM-CPU resets it to float32 only on CPUs with AVX-512 BF16 (platforms/cpu.py).
     "hybrid_gdn": ("qwen3next", {}, ["--max-model-len", "2048", "--enable-prefix-caching",
@@ -108,13 +113,26 @@ def served(tmp_path_factory):
     def get(name: str) -> dict:
         if name not in cache:
             kind, make_kw, args, _ = CASES[name]
+            make_kw = dict(make_kw)
+            drop_layer_types = make_kw.pop("drop_layer_types", False)
             model_dir = make(kind, root / name, **make_kw)
+            if drop_layer_types:
+                _drop_layer_types(model_dir)
             with open(LOCK, "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)  # one vLLM server at a time on this machine
                 cache[name] = {"model": model_dir, **_serve(model_dir, args, LOG_DIR / f"{name}.log")}
         return cache[name]
 
     return get
+
+
+def _drop_layer_types(model_dir: Path) -> None:
+    import json
+
+    config_path = model_dir / "config.json"
+    config = json.loads(config_path.read_text())
+    config.pop("layer_types", None)
+    config_path.write_text(json.dumps(config, indent=2))
 
 
 def _printed(result: dict) -> dict[str, float]:

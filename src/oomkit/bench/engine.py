@@ -22,6 +22,7 @@ from oomkit.metrics.deltas import MetricDeltas, compute
 from oomkit.metrics.memory import MemorySampler, choose
 from oomkit.metrics.scrape import Scraper
 from oomkit.rundir import RunDir, redact_obj
+from oomkit.scaleout.clients import CLIENT_LOST, ClientPool
 from oomkit.workload.requestset import SetRequest
 
 # Errors after which the server cannot serve anything more (cpu-testbed.md §9: after an engine
@@ -78,8 +79,10 @@ class _Open:
 class Load:
     def __init__(self, target: Target, run: RunDir, options: ClientOptions = ClientOptions(),
                  memory: str = "auto", scrape_interval_s: float = 1.0, memory_interval_s: float = 0.5,
-                 attempt: int = 0, keep_records: bool = True):
+                 attempt: int = 0, keep_records: bool = True, pool: ClientPool | None = None):
         self.target, self.run, self.options = target, run, options
+        self.pool = pool
+        """Client processes or Ray actors that stream the requests (--clients); None: this process."""
         self.keep_records = keep_records
         """False: a window keeps only its ClientTally (a long bench); every record is on disk anyway."""
         self.attempt = attempt
@@ -156,7 +159,7 @@ class Load:
             tags["run_session"] = run_session
         started = time.time()
         try:
-            rec = await self.client.chat(chat)
+            rec = await (self.pool.chat(chat) if self.pool is not None else self.client.chat(chat))
         except asyncio.CancelledError:
             # Ctrl-C: say which requests were in flight, then let the cancellation through.
             cut = RequestRecord(req.id, chat.label, req.session, req.step, started, False, error_kind="interrupted",
@@ -211,6 +214,8 @@ class Load:
             rec = await self.send(req, overrides, run_session=index)
             progress.advance()
             if not rec.ok:
-                return SessionOutcome(index, done, len(steps), False, cut=False, error_kind=rec.error_kind)
+                # A session whose client died was stopped from outside, like one cut by the clock.
+                lost = rec.error_kind == CLIENT_LOST
+                return SessionOutcome(index, done, len(steps), False, cut=lost, error_kind=rec.error_kind)
             valid = valid and (rec.tool_check is None or rec.tool_check.valid)
         return SessionOutcome(index, len(steps), len(steps), valid, cut=False)

@@ -25,6 +25,9 @@ def render(r: BenchResult) -> str:
         ("finished (server)", ", ".join(f"{k} {v:g}" for k, v in s.requests_by_finish_reason.items()) or "-"),
         ("peak memory", f"{size(r.peak_memory_bytes)} ({r.memory_source})"),
     ]
+    if r.options.clients > 1:
+        where = "Ray actors" if r.options.ray is not None else "client processes"
+        rows.append(("clients", f"{r.options.clients} {where}, {c.client_lost} requests lost with a client"))
     if c.slo_attainment is not None:
         goodput = f"{c.slo_met}/{c.requests} ({c.slo_attainment:.0%}), goodput {c.goodput_rps:.2f} req/s"
         rows.append(("SLOs met", goodput))

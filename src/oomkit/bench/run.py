@@ -13,6 +13,7 @@ from typing import Any
 from oomkit.bench.engine import Load, SessionOutcome, Window, run_async
 from oomkit.bench.failure import Failure, classify
 from oomkit.bench.prepare import TargetSpec, open_target, run_folder
+from oomkit.bench.pool import client_pool, record_clients
 from oomkit.bench.progress import NoProgress, Progress
 from oomkit.bench.resume import SESSIONS_FILE, Earlier, new_request_set, open_resume, read_earlier
 from oomkit.bench.stats import ClientStats, ClientTally
@@ -25,6 +26,9 @@ from oomkit.rundir import RunDir, redact_obj
 from oomkit.workload.requestset import RequestSet
 
 
+MAX_CLIENTS = 1024
+
+
 @dataclass(frozen=True)
 class BenchOptions:
     concurrency: int | None = None
@@ -34,6 +38,10 @@ class BenchOptions:
     duration_s: float | None = None
     """Run for this long instead, repeating the sessions; requests started before the end finish."""
     slos: dict[str, float] = field(default_factory=dict)
+    clients: int = 1
+    """Client processes (or Ray actors with `ray`) that stream the requests; 1: this process."""
+    ray: str | None = None
+    """A Ray cluster for the clients: an address, "" for RAY_ADDRESS or a new local instance; None: no Ray."""
 
     def check(self) -> None:
         if self.concurrency is None:
@@ -44,6 +52,10 @@ class BenchOptions:
             raise UsageError("give --sessions or --duration, not both")
         if (self.sessions is not None and self.sessions < 1) or (self.duration_s is not None and self.duration_s <= 0):
             raise UsageError("--sessions and --duration must be positive")
+        if self.clients < 1 or self.clients > MAX_CLIENTS:
+            raise UsageError(f"--clients must be between 1 and {MAX_CLIENTS}")
+        if self.ray is not None and self.clients < 2:
+            raise UsageError("--ray runs the clients as Ray actors: give --clients N (2 or more) with it")
 
 
 @dataclass(frozen=True)
@@ -122,7 +134,8 @@ async def run_load(target: Target, run: RunDir, rs: RequestSet, opts: BenchOptio
     skip = earlier.finished
     ended = run.jsonl(SESSIONS_FILE, "one line per ended agent session (--resume skips the finished ones)")
     # A bench may run for hours: its window keeps figures, not records (they are on disk).
-    async with Load(target, run, client, memory, attempt=attempt, keep_records=False) as load:
+    async with client_pool(opts, target, client) as pool, Load(target, run, client, memory, attempt=attempt,
+                                                                keep_records=False, pool=pool) as load:
         deadline = time.monotonic() + opts.duration_s if opts.duration_s else None
         progress.start("bench", None if deadline else sum(len(s) for i, s in enumerate(sessions) if i not in skip))
         try:
@@ -140,6 +153,7 @@ async def run_load(target: Target, run: RunDir, rs: RequestSet, opts: BenchOptio
         scrapes = [s for s in load.scraper.since(0) if s.label == "bench"]
         _, deltas, peak, duration_s = earlier.totals(w, scrapes)
         stats = ClientTally(earlier.records).merge(w.client).stats(duration_s, opts.slos or None)
+        notes += record_clients(run, pool)
         result = BenchResult(run.path, rs.id, opts, duration_s, stats,
                              deltas, AgentStats.of([*earlier.outcomes, *outcomes]), peak, load.memory_note, failure,
                              load.dead is not None, interrupted, target.describe(), notes)

@@ -93,6 +93,8 @@ class ClientStats:
     slo_met: int | None = None
     slo_attainment: float | None = None
     goodput_rps: float | None = None
+    client_lost: int = 0
+    """Requests lost with a client process or actor that died (--clients); never server errors."""
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in asdict(self).items()}
@@ -120,6 +122,8 @@ class ClientTally:
         self.ttft_ms, self.tpot_ms, self.latency_ms = array("d"), array("d"), array("d")
         self.itl_ms = array("d")
         self.first_failed: RequestRecord | None = None
+        self.client_lost = 0
+        """Requests a dead client process or actor never finished (--clients): not sent errors."""
         for rec in records:
             self.add(rec)
 
@@ -128,6 +132,9 @@ class ClientTally:
         return (self.first_failed,) if self.first_failed else ()
 
     def add(self, rec: RequestRecord) -> None:
+        if rec.error_kind == "client_lost":  # the client died, not the server: counted apart
+            self.client_lost += 1
+            return
         self.requests += 1
         if rec.ok:
             self.ok += 1
@@ -149,7 +156,8 @@ class ClientTally:
         self.retries += rec.retries
 
     def merge(self, other: "ClientTally") -> "ClientTally":
-        for name in ("requests", "ok", "output_tokens", "prompt_tokens", "retries", "tool_checks", "tool_checks_valid"):
+        for name in ("requests", "ok", "output_tokens", "prompt_tokens", "retries", "tool_checks", "tool_checks_valid",
+                     "client_lost"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         if other.cached_tokens is not None:
             self.cached_tokens = (self.cached_tokens or 0) + other.cached_tokens
@@ -175,7 +183,7 @@ class ClientTally:
             output_tokens_per_s=rate(self.output_tokens), tool_checks=self.tool_checks,
             tool_checks_valid=self.tool_checks_valid, retries=self.retries, slo_met=met,
             slo_attainment=(met / self.requests) if met is not None and self.requests else None,
-            goodput_rps=rate(met) if met is not None else None)
+            goodput_rps=rate(met) if met is not None else None, client_lost=self.client_lost)
 
 
 def summarise(records: Iterable[RequestRecord], duration_s: float | None = None,

@@ -19,6 +19,7 @@ ERROR_KINDS = (
     "malformed_stream", # a body that is not server-sent events of JSON chunks
     "not_openai",       # the endpoint does not speak the OpenAI chat API (404, HTML, no choices)
     "interrupted",      # cancelled by Ctrl-C or by the end of a --duration run
+    "client_lost",      # the client process or Ray actor that held it died (--clients): not the server's doing
 )
 
 

@@ -33,10 +33,15 @@ def duration_s(text: str | None) -> float | None:
 @click.option("--concurrency", type=int, help="Agent sessions running at once (required).")
 @click.option("--sessions", type=int, help="Sessions to run (default: each session of the set once).")
 @click.option("--duration", help="Run this long instead (e.g. 90s, 5m), repeating the sessions.")
-def command(workload, concurrency, sessions, duration, **kw):
+@click.option("--clients", type=int, default=1, show_default=True,
+              help="Client processes that stream the requests (sessions split among them); one run folder.")
+@click.option("--ray", "ray_address", is_flag=False, flag_value="", default=None, metavar="[ADDRESS]",
+              help="Run the --clients as Ray actors across a cluster: ADDRESS, else RAY_ADDRESS, else a local "
+                   "Ray (needs the ray extra).")
+def command(workload, concurrency, sessions, duration, clients, ray_address, **kw):
     """Target load: client latency, /metrics deltas, peak memory, agent-loop success, goodput."""
     spec, client, slos = common(kw)
-    opts = BenchOptions(concurrency, sessions, duration_s(duration), slos)
+    opts = BenchOptions(concurrency, sessions, duration_s(duration), slos, clients, ray_address)
     result = bench(spec, workload, opts, client, LineProgress(sys.stderr, enabled=not kw["as_json"]), kw["resume"])
     click.echo(redact(json.dumps(result.to_dict(), indent=2, default=str)) if kw["as_json"] else redact(render(result)))
     if result.died and result.ran:

@@ -293,8 +293,12 @@ def _layers(cfg: _Cfg, n: int, mla: MlaDims | None, linear: LinearAttnDims | Non
         return tuple(Layer(i, *kinds[ch]) for i, ch in enumerate(pattern)), notes
     attn = [_attn_kind(cfg, i, mla, linear) for i in range(n)]
     if window and "sliding" not in attn and not cfg.get("layer_types"):
-        notes.append("sliding_window is set but no layer_types: vLLM 0.32 applies it only per layer "
-                     "(llama.py), so all layers are planned as full attention")
+        # Mistral/Mixtral style: no per-layer window, so vLLM's Attention layer takes the model-level
+        # window from CacheConfig.sliding_window for every full-attention layer
+        # (vllm/model_executor/layers/attention/attention.py Attention.__init__, 0.32-0.34).
+        attn = ["sliding" if kind == "full" else kind for kind in attn]
+        notes.append(f"sliding_window {window} is set without layer_types: vLLM applies it to every attention "
+                     "layer (Attention.__init__ falls back to cache_config.sliding_window)")
     mlp = [_mlp_kind(cfg, i, moe) for i in range(n)]
     return tuple(Layer(i, a, m, window if a == "sliding" else None) for i, (a, m) in enumerate(zip(attn, mlp))), notes
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from oomkit.logs import Record
 from oomkit.triage.facts import FactCollector
+from oomkit.triage.knowledge_rules import source_frames_phase, template_failure
 from oomkit.triage.model import Evidence, TimelineEntry
 from oomkit.triage.rules import (BENIGN_SOURCES, CUT_TRACEBACK, DECODE_FRAME, FAILURE_GATE, FAILURES, FRAME, FRAME_PHASES, KEY, MARKER_GATE, MARKERS, READY_TIMEOUT_S,
                                  PREFILL_FRAME, RESTART_MARKERS, SERVING_FRAME, SHUTDOWN, SLOW_STEP, TIMELINE, Failure, Marker)
@@ -47,6 +48,7 @@ class State:
     slow: Evidence | None = None
     last_exception: Evidence | None = None
     open_traceback: tuple[Evidence, int | None] | None = None  # a header with no exception line yet
+    frames_only: tuple[Evidence, int | None] | None = None  # the first frame of a log cut before its header
 
 
 class Triage:
@@ -114,6 +116,9 @@ class Triage:
             return
         m = FRAME.search(rec.msg)
         if m:
+            if self.state.open_traceback is None and self.state.frames_only is None and rec.pid not in frames:
+                # Frames with no header before them: an excerpt that starts inside a traceback.
+                self.state.frames_only = (Evidence(rec.file, rec.line, rec.text), rec.pid)
             stack = frames.setdefault(rec.pid, [])
             stack.append(f"{m.group('path')}::{m.group('func')}")
             del stack[:-MAX_FRAMES]
@@ -122,10 +127,14 @@ class Triage:
         stack = self.state.frames.get(pid) or self.state.frames.get(None) or []
         startup = [p for f in stack for pat, p in FRAME_PHASES if pat.search(f.rsplit("::", 1)[-1]) or pat.search(f)]
         if startup:
+            # Distributed set-up that fails inside vllm/distributed (NCCL, custom all-reduce) is the
+            # network, not the device: vLLM's source places those frames there.
+            if startup[-1] == "distributed_init" and source_frames_phase(stack) == "network_communication":
+                return "network_communication"
             return startup[-1]
         if any(SERVING_FRAME.search(f.rsplit("::", 1)[-1]) for f in stack):
             return "serving"
-        return None
+        return source_frames_phase(stack)
 
     # -- failures -------------------------------------------------------------------------
     def _failures(self, rec: Record) -> None:
@@ -137,6 +146,8 @@ class Triage:
                 continue
             if rule.pattern.search(rec.msg):
                 matched.append(rule)
+        if all(rule.cls in ("exception", "wrapper") for rule in matched) and (known := template_failure(rec.msg)):
+            matched.append(known)  # a memory error no hand rule names, known from vLLM's source
         excluded = {x for rule in matched for x in rule.excludes}
         if matched:
             st.open_traceback = None
@@ -199,9 +210,10 @@ class Triage:
     def _cut_traceback(self, hits: list[Hit]) -> Hit | None:
         """The log ends inside a traceback and nothing else failed: the frames are all there is."""
         st = self.state
-        if st.open_traceback is None or st.shutdown is not None or any(h.rule.cls != "pressure" for h in hits):
+        cut = st.open_traceback or st.frames_only
+        if cut is None or st.shutdown is not None or any(h.rule.cls != "pressure" for h in hits):
             return None
-        evidence, pid = st.open_traceback
+        evidence, pid = cut
         framed = self._frames_phase(pid)
         return Hit(CUT_TRACEBACK, evidence, framed, "frames" if framed else "none", st.ready,
                    self._prefill_hint(pid, ""), pid)

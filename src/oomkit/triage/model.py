@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from oomkit.redact import redact, redact_obj
 
@@ -33,6 +33,9 @@ class TimelineEntry:
         return {"phase": self.phase, "file": self.file, "line": self.line, "time": self.time}
 
 
+DecidedBy = Literal["frames", "marker", "template", "context"]
+
+
 @dataclass(frozen=True)
 class Verdict:
     phase: str
@@ -43,11 +46,15 @@ class Verdict:
     cause: str | None  # id of the failure rule that decided, e.g. "E-MAXLEN"
     evidence: tuple[Evidence, ...]
     advice: tuple[str, ...]
+    decided_by: DecidedBy = "context"
+    """Which step of the decision order placed the phase (docs/triage.md): the failing traceback's
+    frames, the last start-up marker reached, the failure message's own template, or the context
+    (stats lines, printed figures, nothing at all)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"phase": self.phase, "is_oom": self.is_oom, "confidence": self.confidence,
                 "confidence_reason": self.confidence_reason, "summary": redact(self.summary),
-                "cause": self.cause, "evidence": [e.to_dict() for e in self.evidence],
+                "cause": self.cause, "decided_by": self.decided_by, "evidence": [e.to_dict() for e in self.evidence],
                 "advice": list(self.advice)}
 
 

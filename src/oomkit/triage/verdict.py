@@ -7,7 +7,7 @@ from oomkit.triage.advice import advice_for
 from oomkit.triage.engine import Hit, Triage
 from oomkit.triage.facts import FULL_KV_PCT
 from oomkit.triage.rules import PHASES, WORKER_START
-from oomkit.triage.model import Evidence, Verdict
+from oomkit.triage.model import DecidedBy, Evidence, Verdict
 
 MAX_EVIDENCE = 6
 
@@ -28,24 +28,34 @@ def decide(t: Triage) -> Verdict:
         return pressure
     request = next((h for h in hits if h.rule.cls == "request"), None)
     if request:
-        return _verdict("not_oom_other", False, "high", "explicit request-length error", request.rule.what, request.rule.id, [request])
+        return _verdict("not_oom_other", False, "high", "explicit request-length error", request.rule.what, request.rule.id, [request],
+                        decided_by="template")
     return _no_failure(t)
 
 
 def _from_hit(t: Triage, hit: Hit, hits: list[Hit]) -> Verdict:
     rule = hit.rule
     phase, confidence, reason = rule.phase, "high", f"explicit {rule.id} line"
+    decided: DecidedBy = "template"
     if phase is None and rule.cls == "timeout":  # an RPC timeout: a startup stall or a serving hang
-        phase = "not_oom_other" if hit.after_ready else "timeout"
+        phase, decided = ("not_oom_other" if hit.after_ready else "timeout"), "marker"
     if phase is None:
         phase, confidence, reason = _context_phase(hit, t.facts.figures)
+        decided = decided_by(hit)
     summary = rule.what
     if phase in ("serving_prefill", "serving_decode") and rule.phase is None:
         summary += f" while serving ({phase.split('_')[1]})"
     elif rule.is_oom and rule.phase is None:
         summary += f" during {phase.replace('_', ' ')}"
     support = [hit] + [h for h in hits if h is not hit and h.rule.rank >= 50][:2] + _wrapper_hits(hits)[:1]
-    return _verdict(phase, rule.is_oom, confidence, reason, summary, rule.id, support, t)
+    return _verdict(phase, rule.is_oom, confidence, reason, summary, rule.id, support, t, decided_by=decided)
+
+
+def decided_by(hit: Hit) -> DecidedBy:
+    """The decision-order step behind a hit's context phase."""
+    if hit.context_phase is None:
+        return "context"
+    return {"frames": "frames", "markers": "marker", "nearby": "marker"}.get(hit.context_source, "context")
 
 
 def _context_phase(hit: Hit, figures: dict | None = None) -> tuple[str, str, str]:
@@ -78,6 +88,11 @@ def _placeless(hit: Hit, figures: dict) -> tuple[str, str, str]:
     if allocated and total and allocated >= 0.9 * total:
         return "serving_prefill", "low", (f"PyTorch already held {allocated:g} of {total:g} GiB, so the KV pool was allocated: "
                                           "the engine was past start-up; no stats line tells prefill from decode")
+    if hit.rule.is_oom:
+        # The first large allocation a start makes is the model itself (and most OOMs reported with
+        # nothing around them happen at start): weight loading is the likeliest place, not a known one.
+        return "weight_loading", "low", ("a lone out-of-memory line with no marker, frame or figure to place it; "
+                                         "weight loading is the likeliest phase, not a known one")
     return "unknown", "low", "memory error with no phase marker or traceback frame to place it"
 
 
@@ -98,22 +113,26 @@ def _crash(t: Triage, wrappers: list[Hit], hits: list[Hit]) -> Verdict:
         phase, _, why = _context_phase(first)
         return _verdict(phase, False, "low", f"the exception line is not in the log; {why}",
                         f"the engine crashed while serving ({phase.split('_')[1]}); the log stops before the exception, "
-                        "so whether memory ran out is not known", first.rule.id, shown, t)
+                        "so whether memory ran out is not known", first.rule.id, shown, t,
+                        decided_by=decided_by(first))
     if exc is None and not first.after_ready and first.context_phase is not None:
         phase = first.context_phase
-        if phase in ("distributed_init", "environment") or (WORKER_START.search(first.evidence.text) and phase != "weight_loading"):
+        if phase in ("distributed_init", "environment") or (WORKER_START.search(first.evidence.text)
+                                                             and phase not in ("weight_loading", "network_communication")):
             phase = "environment"  # a worker that fails before loading fails in device or distributed init
         return _verdict(phase if phase in PHASES else "unknown", False, "low", "start-up failed; phase from the last marker, cause not in the log",
-                        f"start-up failed during {phase.replace('_', ' ')}; the root-cause line is not in the log", first.rule.id, shown, t)
+                        f"start-up failed during {phase.replace('_', ' ')}; the root-cause line is not in the log", first.rule.id, shown, t,
+                        decided_by=decided_by(first))
     if exc is None and not first.after_ready and WORKER_START.search(first.evidence.text):
         return _verdict("environment", False, "low", "a worker failed to start before any phase marker",
-                        "a worker failed to start before loading weights: device or distributed initialisation", first.rule.id, shown, t)
+                        "a worker failed to start before loading weights: device or distributed initialisation", first.rule.id, shown, t,
+                        decided_by="template")
     summary = "the engine died with an error that is not a memory error"
     # Redacted before the cut, which could otherwise end inside a secret and keep an unmaskable prefix.
     summary += f": {redact(exc.text.split('] ')[-1])[:200]}" if exc else " (the exception itself is not in the log)"
     return _verdict("not_oom_other", False, "medium" if exc else "low",
                     "fatal engine error without any memory, network or environment signature", summary, first.rule.id, shown, t,
-                    extra=[exc] if exc else [])
+                    extra=[exc] if exc else [], decided_by="template" if exc else "context")
 
 
 def _pressure(t: Triage, hits: list[Hit]) -> Verdict | None:
@@ -137,15 +156,17 @@ def _no_failure(t: Triage) -> Verdict:
     st = t.state
     if st.slow is not None:
         return _verdict("timeout", False, "medium", "a startup step ran longer than vLLM's default readiness timeout (600 s)",
-                        "startup stalled: one step took longer than a readiness deadline allows", "SLOW-STEP", [], t, extra=[st.slow])
+                        "startup stalled: one step took longer than a readiness deadline allows", "SLOW-STEP", [], t, extra=[st.slow],
+                        decided_by="marker")
     if st.ready:
         how = " and stopped cleanly" if st.shutdown else ""
         return _verdict("healthy", False, "high", "ready marker and no failure line", f"the server became ready{how}; no failure was logged", None, [], t,
-                        extra=[Evidence(e.file, e.line, "") for e in st.timeline[-1:]])
+                        extra=[Evidence(e.file, e.line, "") for e in st.timeline[-1:]], decided_by="marker")
     if st.timeline:
         last = st.timeline[-1].phase
         return _verdict("unknown", False, "low", "log ends before ready without an error line",
-                        f"the log ends during {last.replace('_', ' ')} with no error: startup still running, killed silently, or the excerpt is partial", None, [], t)
+                        f"the log ends during {last.replace('_', ' ')} with no error: startup still running, killed silently, or the excerpt is partial", None, [], t,
+                        decided_by="marker")
     return _verdict("unknown", False, "low", "no vLLM startup or failure line recognised", "no vLLM phase marker or failure line was found", None, [], t)
 
 
@@ -154,7 +175,8 @@ def _wrapper_hits(hits: list[Hit]) -> list[Hit]:
 
 
 def _verdict(phase: str, is_oom: bool, confidence: str, reason: str, summary: str, cause: str | None,
-             support: list[Hit], t: Triage | None = None, extra: list[Evidence] | None = None) -> Verdict:
+             support: list[Hit], t: Triage | None = None, extra: list[Evidence] | None = None,
+             decided_by: DecidedBy = "context") -> Verdict:
     evidence: list[Evidence] = []
     for h in support:
         if h.evidence not in evidence:
@@ -165,4 +187,5 @@ def _verdict(phase: str, is_oom: bool, confidence: str, reason: str, summary: st
     if t is not None and "estimated_max_model_len" in t.facts.figures and phase == "kv_cache_allocation":
         summary += f"; vLLM estimates the maximum length that fits at {t.facts.figures['estimated_max_model_len']}"
     return Verdict(phase=phase, is_oom=is_oom, confidence=confidence, confidence_reason=reason, summary=summary,
-                   cause=cause, evidence=tuple(evidence[:MAX_EVIDENCE]), advice=advice_for(phase))
+                   cause=cause, evidence=tuple(evidence[:MAX_EVIDENCE]), advice=advice_for(phase),
+                   decided_by=decided_by)

@@ -1,0 +1,208 @@
+"""Read one vLLM release's source with `ast`: every logger call and raise with a message we can turn
+into a pattern, and the functions on each start-up phase's path (roots named below, then what they
+call inside vLLM, a bounded depth; the nearest root decides)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+LOG_LEVELS = {"debug", "info", "info_once", "warning", "warning_once", "warn", "error", "exception", "critical",
+              "debug_once"}
+MIN_LITERAL_CHARS = 12  # shorter templates ("%s", "Error: %s") match too much to mean anything
+MAX_DEPTH = 3
+# Roots of each phase: vLLM's own function names on the start-up path (V0 and V1), read from
+# vllm/worker, vllm/v1/worker, vllm/v1/engine, vllm/model_executor/model_loader, vllm/distributed.
+ROOTS: dict[str, tuple[str, ...]] = {
+    "weight_loading": ("load_model", "load_weights", "get_model", "_get_weights_iterator", "download_model",
+                       "create_weights", "initialize_model", "_initialize_model", "safetensors_weights_iterator",
+                       "load_weights_and_online_quantize", "process_weights_after_loading"),
+    "memory_profiling": ("profile_run", "determine_available_memory", "determine_num_available_blocks",
+                         "_dummy_run", "_dummy_sampler_run", "_dummy_pooler_run", "profile", "memory_profiling",
+                         "_profile_multimodal"),
+    "kv_cache_allocation": ("initialize_kv_cache", "get_kv_cache_config", "get_kv_cache_configs",
+                            "check_enough_kv_cache_memory", "_check_enough_kv_cache_memory", "initialize_cache",
+                            "_allocate_kv_cache", "allocate_gpu_cache", "_allocate_kv_cache_tensors",
+                            "_reshape_kv_cache_tensors", "initialize_kv_cache_tensors", "_initialize_kv_caches",
+                            "_init_cache_engine", "get_kv_cache_spec", "may_reinitialize_input_batch",
+                            "raise_if_cache_size_invalid", "_get_num_blocks"),
+    "cudagraph_capture": ("capture_model", "_capture_cudagraphs", "compile_or_warm_up_model", "capture",
+                          "_warmup_and_capture"),
+    "serving": ("execute_model", "_execute_model", "sample_tokens", "_sample", "compute_logits", "step",
+                "_prepare_inputs", "_update_states", "_model_forward", "execute_dummy_batch"),
+    "network_communication": ("init_distributed_environment", "initialize_model_parallel",
+                              "ensure_model_parallel_initialized", "init_worker_distributed_environment",
+                              "_init_executor", "_init_workers_ray", "initialize_ray_cluster",
+                              "_wait_until_pg_ready", "all_reduce", "barrier", "broadcast_object"),
+    "environment": ("init_device", "_check_if_gpu_supports_dtype", "check_and_update_config",
+                    "get_device_capability", "device_count", "_raise_if_unsupported"),
+}
+# A function reached from two roots at the same distance takes the earlier phase here: a failure
+# while starting is more telling than the serving path the same helper is also on.
+PHASE_ORDER = ("environment", "network_communication", "weight_loading", "memory_profiling", "kv_cache_allocation",
+               "cudagraph_capture", "serving")
+# Names too generic to follow through the call graph by name alone.
+NOT_FOLLOWED = {"forward", "__init__", "__call__", "get", "set", "items", "append", "update", "to", "view",
+                "cuda", "item", "copy_", "fill_", "run", "wait", "info", "debug", "warning", "error", "format",
+                "join", "split", "keys", "values", "pop", "extend", "add", "sum", "max", "min", "len", "range",
+                "isinstance", "getattr", "setattr", "hasattr", "print", "list", "dict", "tuple", "str", "int",
+                "float", "bool", "zip", "enumerate", "sorted", "any", "all", "apply", "call", "execute",
+                "collective_rpc", "_run_workers", "empty", "zeros", "tensor", "synchronize", "reshape"}
+OOM = re.compile(r"out of memory|\bOOM\b|insufficient memory|not enough (?:GPU |device )?memory|"
+                 r"no available memory|larger than the maximum number of tokens that can be stored|"
+                 r"larger than the available KV cache memory|"
+                 r"increase `?gpu_memory_utilization|memory for the cache blocks|cannot allocate memory|"
+                 r"free memory on device", re.I)
+
+
+@dataclass(frozen=True)
+class Template:
+    literal: tuple[str, ...]  # the literal fragments between placeholders
+    level: str | None
+    exception: str | None
+    module: str
+    function: str
+
+    @property
+    def pattern(self) -> str:
+        return ".*?".join(re.escape(part) for part in self.literal if part)
+
+    @property
+    def literal_chars(self) -> int:
+        return sum(len(part.strip()) for part in self.literal)
+
+
+@dataclass(frozen=True)
+class FunctionInfo:
+    module: str
+    qualname: str
+    calls: frozenset[str]
+
+    @property
+    def name(self) -> str:
+        return self.qualname.rsplit(".", 1)[-1]
+
+
+def read_release(root: Path) -> tuple[list[Template], list[FunctionInfo]]:
+    templates: list[Template] = []
+    functions: list[FunctionInfo] = []
+    for path in sorted((root / "vllm").rglob("*.py")):
+        module = path.relative_to(root).as_posix()
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+        except (SyntaxError, ValueError):
+            continue
+        visitor = _Visitor(module)
+        visitor.visit(tree)
+        templates += visitor.templates
+        functions += visitor.functions
+    return templates, functions
+
+
+class _Visitor(ast.NodeVisitor):
+    def __init__(self, module: str):
+        self.module = module
+        self.scope: list[str] = []
+        self.templates: list[Template] = []
+        self.functions: list[FunctionInfo] = []
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.scope.append(node.name)
+        self.generic_visit(node)
+        self.scope.pop()
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.scope.append(node.name)
+        calls = frozenset(name for sub in ast.walk(node) if isinstance(sub, ast.Call) and (name := _callee(sub)))
+        self.functions.append(FunctionInfo(self.module, ".".join(self.scope), calls))
+        self.generic_visit(node)
+        self.scope.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # noqa: N815 - ast.NodeVisitor's naming
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in LOG_LEVELS and _is_logger(func.value) and node.args:
+            self._add(node.args[0], func.attr.removesuffix("_once"), None)
+        self.generic_visit(node)
+
+    def visit_Raise(self, node: ast.Raise) -> None:
+        exc = node.exc
+        if isinstance(exc, ast.Call) and exc.args:
+            self._add(exc.args[0], None, _callee(exc) or "Exception")
+        self.generic_visit(node)
+
+    def _add(self, message: ast.expr, level: str | None, exception: str | None) -> None:
+        literal = _literal_parts(message)
+        if literal is None:
+            return
+        template = Template(tuple(literal), level, exception, self.module, ".".join(self.scope) or "<module>")
+        if template.literal_chars >= MIN_LITERAL_CHARS:
+            self.templates.append(template)
+
+
+def _callee(call: ast.Call) -> str | None:
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return None
+
+
+def _is_logger(node: ast.expr) -> bool:
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return name.lower().endswith("logger") or name in ("log", "_log")
+
+
+_PERCENT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\d+|\*)?(?:\.\d+)?[diouxXeEfFgGcrsa%]")
+_BRACES = re.compile(r"\{[^{}]*\}")
+
+
+def _literal_parts(node: ast.expr) -> list[str] | None:
+    """The literal text of a message expression, split where values are put in; None if unknown."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return _PERCENT.split(node.value)
+    if isinstance(node, ast.JoinedStr):
+        parts = [""]
+        for value in node.values:
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                parts[-1] += value.value
+            else:
+                parts.append("")
+        return parts
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+        return _literal_parts(node.left)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _literal_parts(node.left), _literal_parts(node.right)
+        if left is None and right is None:
+            return None
+        return (left or [""])[:-1] + [(left or [""])[-1] + (right or [""])[0]] + (right or [""])[1:]
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format"
+            and isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str)):
+        return _BRACES.split(node.func.value.value)
+    return None
+
+
+def phase_of_functions(functions: list[FunctionInfo]) -> dict[tuple[str, str], tuple[str, str, int]]:
+    """(module, function name) -> (phase, root, distance): breadth-first from every root, by name."""
+    by_name: dict[str, list[FunctionInfo]] = {}
+    for info in functions:
+        by_name.setdefault(info.name, []).append(info)
+    best: dict[tuple[str, str], tuple[str, str, int]] = {}
+    for phase in PHASE_ORDER:
+        queue = deque((info, root, 0) for root in ROOTS[phase] for info in by_name.get(root, ()))
+        while queue:
+            info, root, depth = queue.popleft()
+            key = (info.module, info.name)
+            held = best.get(key)
+            if held is not None and held[2] <= depth:
+                continue
+            best[key] = (phase, root, depth)
+            if depth < MAX_DEPTH:
+                for callee in info.calls - NOT_FOLLOWED:
+                    queue.extend((target, root, depth + 1) for target in by_name.get(callee, ()))
+    return best

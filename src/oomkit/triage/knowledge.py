@@ -1,0 +1,124 @@
+"""Phase knowledge mined from vLLM's own source (scripts/gen_vllm_knowledge.py): every message template
+vLLM logs or raises, with the function that prints it and that function's phase, and every function
+on a start-up phase's path. Loaded once, on first use; `docs/triage-knowledge.md` tells how it is made.
+
+Lines are matched through an index: each template is filed under its rarest word, so a line costs a
+few dictionary look-ups and the full patterns of the handful of templates filed under its words."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
+FRAME_MODULE = re.compile(r"(?:^|/)(vllm/[\w/.]+\.py)$")
+
+
+@dataclass(frozen=True)
+class MessageRow:
+    id: str
+    pattern: str
+    level: str | None
+    exception: str | None
+    phase: str | None
+    is_oom: bool
+    kind: str
+    versions: tuple[str, ...]
+    source: str  # "vllm/v1/worker/gpu_worker.py:Worker.determine_available_memory"
+
+    @property
+    def literal_chars(self) -> int:
+        return len(re.sub(r"\\(.)", r"\1", self.pattern.replace(".*?", "")))
+
+
+@dataclass(frozen=True)
+class FrameRow:
+    source: str
+    phase: str
+    versions: tuple[str, ...]
+    root: str
+
+
+@dataclass(frozen=True)
+class _Tables:
+    versions: tuple[str, ...]
+    messages: tuple[MessageRow, ...]
+    by_word: dict[str, tuple[int, ...]]
+    frames: dict[tuple[str, str], tuple[FrameRow, ...]]
+
+
+def _read(name: str) -> dict:
+    data = (resources.files("oomkit") / "data" / "vllm_knowledge" / f"{name}.json.gz").read_bytes()
+    return json.loads(gzip.decompress(data))
+
+
+def _expand(spans: list[list[int]], versions: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(versions[i] for first, last in spans for i in range(first, last + 1))
+
+
+@cache
+def _tables() -> _Tables:
+    raw_messages, raw_frames = _read("messages"), _read("frames")
+    versions = tuple(v["version"] for v in raw_messages["meta"]["versions"])
+    messages = tuple(MessageRow(r["id"], r["pattern"], r["level"], r["exception"], r["phase"], r["is_oom"], r["kind"],
+                                _expand(r["v"], versions), r["source"]) for r in raw_messages["messages"])
+    frames: dict[tuple[str, str], list[FrameRow]] = {}
+    for r in raw_frames["frames"]:
+        module, function = r["source"].rsplit(":", 1)
+        frames.setdefault((module, function), []).append(
+            FrameRow(r["source"], r["phase"], _expand(r["v"], versions), r["root"]))
+    return _Tables(versions, messages, _index(messages),
+                   {key: tuple(sorted(rows, key=_recency(versions), reverse=True)) for key, rows in frames.items()})
+
+
+def _index(messages: tuple[MessageRow, ...]) -> dict[str, tuple[int, ...]]:
+    """Each template under its rarest word (the word fewest templates share), so a line's words
+    name few candidates."""
+    words_of = [set(WORD.findall(re.sub(r"\\(.)", r"\1", row.pattern))) for row in messages]
+    frequency = Counter(word for words in words_of for word in words)
+    index: dict[str, list[int]] = {}
+    for number, words in enumerate(words_of):
+        if words:
+            index.setdefault(min(words, key=lambda w: (frequency[w], w)), []).append(number)
+    return {word: tuple(numbers) for word, numbers in index.items()}
+
+
+def _recency(versions: tuple[str, ...]):  # noqa: ANN202 - a sort key
+    position = {v: i for i, v in enumerate(versions)}
+    return lambda row: (max((position[v] for v in row.versions), default=-1), len(row.versions))
+
+
+@cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def match_message(text: str) -> MessageRow | None:
+    """The most specific template (the most literal text) that matches the line's message."""
+    tables = _tables()
+    best: MessageRow | None = None
+    for word in set(WORD.findall(text)):
+        for number in tables.by_word.get(word, ()):
+            row = tables.messages[number]
+            if (best is None or row.literal_chars > best.literal_chars) and _compiled(row.pattern).search(text):
+                best = row
+    return best
+
+
+def frame_phase(path: str, function: str) -> FrameRow | None:
+    """The phase of a traceback frame (`File ".../vllm/v1/worker/gpu_model_runner.py", ... in
+    capture_model`): the newest release's row when the phase moved between releases."""
+    module = FRAME_MODULE.search(path.replace("\\", "/"))
+    if module is None:
+        return None
+    rows = _tables().frames.get((module.group(1), function))
+    return rows[0] if rows else None
+
+
+def known_versions() -> tuple[str, ...]:
+    return _tables().versions

@@ -1,0 +1,59 @@
+"""Triage rules drawn from the knowledge mined from vLLM's source (`oomkit.triage.knowledge`): the
+phase of traceback frames no hand rule names, and memory errors no hand rule names. Both come after
+the hand rules in `rules.py`, which stay first because they were checked against real logs."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+from oomkit.triage.knowledge import MessageRow, frame_phase, match_message
+from oomkit.triage.rules import Failure
+
+# Modules whose frames place a failure even where no function of theirs is on a phase path: the
+# package is the phase (vllm/distributed is NCCL, custom all-reduce, Ray/gloo set-up).
+MODULE_PHASES: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    (re.compile(r"/vllm/distributed/|/vllm/executor/ray_|/vllm/v1/executor/ray_"), "network_communication",
+     "vllm/distributed: process groups, NCCL/pynccl, custom all-reduce; ray executors: placement groups"),
+    (re.compile(r"/vllm/model_executor/model_loader/"), "weight_loading", "vllm/model_executor/model_loader"),
+    (re.compile(r"/vllm/compilation/cuda_graph\.py|/vllm/worker/model_runner\.py::capture"), "cudagraph_capture",
+     "vllm/compilation/cuda_graph.py (CUDAGraphWrapper)"),
+)
+# Cheap test before the template index: vLLM's memory messages all say one of these.
+MEMORY_WORDS = re.compile(r"emory|OOM|KV cache|cache blocks")
+TEMPLATE_RANK = 76  # below E-TORCHOOM (80): a torch OOM line is the more direct evidence
+
+
+def source_frames_phase(stack: list[str]) -> str | None:
+    """The phase of a traceback (frames as "path::function", outermost first) from vLLM's source:
+    the innermost frame that is itself a phase's root function, else the innermost frame in a
+    package that is a phase, else the innermost frame on any phase's path."""
+    frames = [tuple(f.rsplit("::", 1)) for f in stack if "::" in f]
+    rows = [(path, func, frame_phase(path, func)) for path, func in frames]
+    for _path, func, row in reversed(rows):
+        if row is not None and row.root == func:
+            return row.phase
+    for path, func in reversed(frames):
+        for pattern, phase, _source in MODULE_PHASES:
+            if pattern.search(f"{path}::{func}"):
+                return phase
+    return next((row.phase for _path, _func, row in reversed(rows) if row is not None), None)
+
+
+def template_failure(msg: str) -> Failure | None:
+    """A memory error vLLM raises or logs, found by its template, when no hand rule named it."""
+    if not MEMORY_WORDS.search(msg):
+        return None
+    row = match_message(msg)
+    if row is None or not row.is_oom or row.kind != "failure":
+        return None
+    return _failure_of(row)
+
+
+@cache
+def _failure_of(row: MessageRow) -> Failure:
+    phase = row.phase if row.phase not in (None, "serving") else None  # serving: frames tell prefill/decode
+    versions = f"{row.versions[0]}..{row.versions[-1]}" if row.versions else "no release"
+    return Failure(f"K-{row.id}", re.compile(row.pattern), "kv" if phase == "kv_cache_allocation" else "oom", phase,
+                   True, TEMPLATE_RANK, f"vLLM's own memory error ({row.exception or row.level} in {row.source})",
+                   "", f"vLLM source {row.source}, releases {versions} (scripts/gen_vllm_knowledge.py)")
