@@ -31,8 +31,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 POLL_S = 0.01
-CHUNK = ('data: {"id":"chatcmpl-b","object":"chat.completion.chunk","created":1,"model":"fake","choices":'
-         '[{"index":0,"delta":{"content":"tok "},"logprobs":null,"finish_reason":null,"token_ids":null}]}\n\n')
+CHUNK = (
+    'data: {"id":"chatcmpl-b","object":"chat.completion.chunk","created":1,"model":"fake","choices":'
+    '[{"index":0,"delta":{"content":"tok "},"logprobs":null,"finish_reason":null,"token_ids":null}]}\n\n'
+)
 
 
 # --- the zero-work server (its own process) ------------------------------------------------
@@ -44,6 +46,7 @@ def _frame(text: str) -> bytes:
 def serve(port: int, started, done, tokens, ready, burst: int = 8) -> None:
     try:
         import uvloop
+
         loop = uvloop.new_event_loop()
     except ImportError:
         loop = asyncio.new_event_loop()
@@ -58,43 +61,74 @@ def serve(port: int, started, done, tokens, ready, burst: int = 8) -> None:
             self.buf += data
             while (i := self.buf.find(b"\r\n\r\n")) >= 0:
                 head = self.buf[:i].decode("latin1")
-                length = next((int(ln.split(":", 1)[1]) for ln in head.split("\r\n")[1:]
-                               if ln.lower().startswith("content-length")), 0)
+                length = next(
+                    (
+                        int(ln.split(":", 1)[1])
+                        for ln in head.split("\r\n")[1:]
+                        if ln.lower().startswith("content-length")
+                    ),
+                    0,
+                )
                 if len(self.buf) < i + 4 + length:
                     return
-                body, self.buf = self.buf[i + 4:i + 4 + length], self.buf[i + 4 + length:]
+                body, self.buf = self.buf[i + 4 : i + 4 + length], self.buf[i + 4 + length :]
                 path = head.split(" ", 2)[1]
                 if path.endswith("/chat/completions"):
                     req = json.loads(body)
                     n = int(req.get("max_completion_tokens") or req.get("max_tokens") or 16)
                     loop.create_task(self.stream(n))
                 elif path == "/v1/models":
-                    self.reply(b"200 OK", json.dumps({"object": "list", "data": [
-                        {"id": "fake", "root": "fake", "object": "model", "max_model_len": 1 << 20}]}).encode())
+                    self.reply(
+                        b"200 OK",
+                        json.dumps(
+                            {
+                                "object": "list",
+                                "data": [{"id": "fake", "root": "fake", "object": "model", "max_model_len": 1 << 20}],
+                            }
+                        ).encode(),
+                    )
                 else:
                     self.reply(b"404 Not Found", b'{"detail":"Not Found"}')
 
         def reply(self, status: bytes, body: bytes) -> None:
-            self.t.write(b"HTTP/1.1 %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
-                         % (status, len(body), body))
+            self.t.write(
+                b"HTTP/1.1 %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+                % (status, len(body), body)
+            )
 
         async def stream(self, n: int) -> None:
             with started.get_lock():
                 started.value += 1
             w = self.t.write
-            w(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n")
-            w(_frame('data: {"id":"chatcmpl-b","object":"chat.completion.chunk","created":1,"model":"fake","choices":'
-                     '[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'))
+            w(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n"
+            )
+            w(
+                _frame(
+                    'data: {"id":"chatcmpl-b","object":"chat.completion.chunk","created":1,"model":"fake","choices":'
+                    '[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
+                )
+            )
             for i in range(n):
                 w(token)  # one SSE event (one HTTP chunk) per token, as vLLM sends them
                 if i % burst == burst - 1:
                     # Yield so that streams interleave; every `burst` tokens, not every token, so
                     # that this server outruns both clients and the clients are what is measured.
                     await asyncio.sleep(0)
-            w(_frame('data: {"id":"chatcmpl-b","object":"chat.completion.chunk","created":1,"model":"fake","choices":'
-                     '[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"length"}]}\n\n'))
-            w(_frame('data: {"id":"chatcmpl-b","object":"chat.completion.chunk","created":1,"model":"fake","choices":[],'
-                     '"usage":{"prompt_tokens":8,"total_tokens":%d,"completion_tokens":%d}}\n\n' % (8 + n, n)))
+            w(
+                _frame(
+                    'data: {"id":"chatcmpl-b","object":"chat.completion.chunk","created":1,"model":"fake","choices":'
+                    '[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"length"}]}\n\n'
+                )
+            )
+            w(
+                _frame(
+                    'data: {"id":"chatcmpl-b","object":"chat.completion.chunk","created":1,"model":"fake","choices":[],'
+                    + json.dumps(
+                        {"prompt_tokens": 8, "total_tokens": 8 + n, "completion_tokens": n}, separators=(",", ":")
+                    ).join(['"usage":', "}\n\n"])
+                )
+            )
             w(_frame("data: [DONE]\n\n") + b"0\r\n\r\n")
             with tokens.get_lock():
                 tokens.value += n
@@ -116,17 +150,22 @@ def oomkit_client(url: str, concurrency: int, requests: int, output_len: int) ->
     from oomkit.client import ChatClient, ChatRequest, ClientOptions
 
     async def main() -> list[float]:
-        body = {"messages": [{"role": "user", "content": "Say something long."}], "max_tokens": output_len,
-                "ignore_eos": True}
+        body = {
+            "messages": [{"role": "user", "content": "Say something long."}],
+            "max_tokens": output_len,
+            "ignore_eos": True,
+        }
         left = list(range(requests))
         ttfts: list[float] = []
         async with ChatClient(url, "fake", options=ClientOptions()) as client:
+
             async def worker() -> None:
                 while left:
                     left.pop()
                     rec = await client.chat(ChatRequest("r", body))
                     assert rec.ok, rec.error
                     ttfts.append(rec.ttft_ms)
+
             await asyncio.gather(*(worker() for _ in range(concurrency)))
         return ttfts
 
@@ -134,14 +173,44 @@ def oomkit_client(url: str, concurrency: int, requests: int, output_len: int) ->
 
 
 def vllm_argv(url: str, concurrency: int, requests: int, output_len: int, tokenizer: str) -> list[str]:
-    code = ("import sys; from vllm.utils.argparse_utils import FlexibleArgumentParser; "
-            "from vllm.benchmarks.serve import add_cli_args, main; p = FlexibleArgumentParser(); add_cli_args(p); "
-            "main(p.parse_args(sys.argv[1:]))")
-    return [sys.executable, "-c", code, "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
-            "--base-url", url, "--model", tokenizer, "--served-model-name", "fake", "--dataset-name", "random",
-            "--random-input-len", "8", "--random-output-len", str(output_len), "--num-prompts", str(requests),
-            "--max-concurrency", str(concurrency), "--request-rate", "inf", "--ignore-eos", "--disable-tqdm",
-            "--percentile-metrics", "ttft", "--metric-percentiles", "50,99"]
+    code = (
+        "import sys; from vllm.utils.argparse_utils import FlexibleArgumentParser; "
+        "from vllm.benchmarks.serve import add_cli_args, main; p = FlexibleArgumentParser(); add_cli_args(p); "
+        "main(p.parse_args(sys.argv[1:]))"
+    )
+    return [
+        sys.executable,
+        "-c",
+        code,
+        "--backend",
+        "openai-chat",
+        "--endpoint",
+        "/v1/chat/completions",
+        "--base-url",
+        url,
+        "--model",
+        tokenizer,
+        "--served-model-name",
+        "fake",
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        str(output_len),
+        "--num-prompts",
+        str(requests),
+        "--max-concurrency",
+        str(concurrency),
+        "--request-rate",
+        "inf",
+        "--ignore-eos",
+        "--disable-tqdm",
+        "--percentile-metrics",
+        "ttft",
+        "--metric-percentiles",
+        "50,99",
+    ]
 
 
 # --- measuring -----------------------------------------------------------------------------
@@ -171,8 +240,13 @@ def measure(argv: list[str], counters, expected_streams: int, env: dict[str, str
     if proc.returncode != 0 or first is None or last is None:
         raise SystemExit(f"client failed (rc {proc.returncode}):\n{err[-3000:]}")
     wall, cpu, toks = last[0] - first[0], last[1] - first[1], last[2] - first[2]
-    return {"tokens": toks, "wall_s": wall, "tokens_per_s": toks / wall, "cpu_s_per_1k_tokens": 1000 * cpu / toks,
-            "stdout": out}
+    return {
+        "tokens": toks,
+        "wall_s": wall,
+        "tokens_per_s": toks / wall,
+        "cpu_s_per_1k_tokens": 1000 * cpu / toks,
+        "stdout": out,
+    }
 
 
 def _ttft_oomkit(stdout: str) -> tuple[float, float]:
@@ -232,16 +306,30 @@ def main() -> None:
             n = args.requests or 8 * c
             mine, theirs = [], []
             for _ in range(args.repeats):  # alternate, so both clients see the same machine load
-                mine.append(measure([sys.executable, __file__, "--_oomkit", url, str(c), str(n), str(args.output_len)],
-                                    counters, n, env))
+                mine.append(
+                    measure(
+                        [sys.executable, __file__, "--_oomkit", url, str(c), str(n), str(args.output_len)],
+                        counters,
+                        n,
+                        env,
+                    )
+                )
                 theirs.append(measure(vllm_argv(url, c, n, args.output_len, tok), counters, n, env))
             o, v = _median_run(mine), _median_run(theirs)
-            rows.append({"concurrency": c, "requests": n, "output_len": args.output_len, "repeats": args.repeats,
-                         "oomkit": {k: o[k] for k in ("tokens_per_s", "cpu_s_per_1k_tokens")},
-                         "vllm_bench_serve": {k: v[k] for k in ("tokens_per_s", "cpu_s_per_1k_tokens")},
-                         "ttft_ms_oomkit": _ttft_oomkit(o["stdout"]), "ttft_ms_vllm": _ttft_vllm(v["stdout"]),
-                         "throughput_ratio": o["tokens_per_s"] / v["tokens_per_s"],
-                         "cpu_ratio": o["cpu_s_per_1k_tokens"] / v["cpu_s_per_1k_tokens"]})
+            rows.append(
+                {
+                    "concurrency": c,
+                    "requests": n,
+                    "output_len": args.output_len,
+                    "repeats": args.repeats,
+                    "oomkit": {k: o[k] for k in ("tokens_per_s", "cpu_s_per_1k_tokens")},
+                    "vllm_bench_serve": {k: v[k] for k in ("tokens_per_s", "cpu_s_per_1k_tokens")},
+                    "ttft_ms_oomkit": _ttft_oomkit(o["stdout"]),
+                    "ttft_ms_vllm": _ttft_vllm(v["stdout"]),
+                    "throughput_ratio": o["tokens_per_s"] / v["tokens_per_s"],
+                    "cpu_ratio": o["cpu_s_per_1k_tokens"] / v["cpu_s_per_1k_tokens"],
+                }
+            )
     finally:
         server.terminate()
     if args.json:
@@ -249,9 +337,14 @@ def main() -> None:
         return
     print(f"{'streams':>7} {'client':<17} {'tokens/s':>9} {'CPU s/1k tok':>12} {'TTFT p50 ms':>11} {'TTFT p99 ms':>11}")
     for r in rows:
-        for name, key, tt in (("oomkit", "oomkit", "ttft_ms_oomkit"), ("vllm bench serve", "vllm_bench_serve", "ttft_ms_vllm")):
-            print(f"{r['concurrency']:>7} {name:<17} {r[key]['tokens_per_s']:>9.0f} {r[key]['cpu_s_per_1k_tokens']:>12.4f}"
-                  f" {r[tt][0]:>11.3f} {r[tt][1]:>11.3f}")
+        for name, key, tt in (
+            ("oomkit", "oomkit", "ttft_ms_oomkit"),
+            ("vllm bench serve", "vllm_bench_serve", "ttft_ms_vllm"),
+        ):
+            print(
+                f"{r['concurrency']:>7} {name:<17} {r[key]['tokens_per_s']:>9.0f} {r[key]['cpu_s_per_1k_tokens']:>12.4f}"
+                f" {r[tt][0]:>11.3f} {r[tt][1]:>11.3f}"
+            )
         print(f"{'':>7} {'oomkit / vllm':<17} {r['throughput_ratio']:>8.2f}x {r['cpu_ratio']:>11.2f}x")
 
 

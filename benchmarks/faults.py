@@ -39,6 +39,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "src"), str(REPO / "tests")]
 
 from _fault_proxy import FaultProxy  # noqa: E402
+
 from oomkit.fsio import read_jsonl  # noqa: E402
 from oomkit.rundir import FINAL_STATES  # noqa: E402
 
@@ -53,17 +54,38 @@ LADDER_STEPS = ["short_request", "tool_call", "agent_steps", "history_doubling",
 ACCESS_LINE = re.compile(r'"POST /v1/chat/completions HTTP/1\.[01]" \d{3}')
 # Each proxied chat request gets the next fault; at concurrency 1 the order is the record order.
 SCHEDULE = ("pass", "http_500", "cut", "stall", "malformed", "http_503", "not_sse", "truncated", "no_done", "pass")
-EXPECTED_KIND = {"pass": None, "no_done": None, "http_500": "http_5xx", "http_503": "http_5xx", "cut": "reset",
-                 "truncated": "reset", "malformed": "malformed_stream", "not_sse": "malformed_stream",
-                 "stall": "timeout"}
-ROWS = (("API server 5xx", ("http_500", "http_503")),
-        ("partial SSE", ("cut", "malformed", "not_sse", "truncated", "no_done")),
-        ("stalled stream", ("stall",)))
+EXPECTED_KIND = {
+    "pass": None,
+    "no_done": None,
+    "http_500": "http_5xx",
+    "http_503": "http_5xx",
+    "cut": "reset",
+    "truncated": "reset",
+    "malformed": "malformed_stream",
+    "not_sse": "malformed_stream",
+    "stall": "timeout",
+}
+ROWS = (
+    ("API server 5xx", ("http_500", "http_503")),
+    ("partial SSE", ("cut", "malformed", "not_sse", "truncated", "no_done")),
+    ("stalled stream", ("stall",)),
+)
 STALL_TIMEOUT_S = 2.0
 # Tiny agent sessions: prompts of ~100 tokens, outputs long enough to be cut mid-stream.
-WORKLOAD = {"name": "faults", "seed": 1, "sessions": 4, "steps": 2, "system_instruction_tokens": 60,
-            "format_rules_tokens": 10, "user_task_tokens": 10, "workflow_metadata_tokens": 10,
-            "tools": {"count": 0}, "output_tokens": 160, "ignore_eos": True, "temperature": 0.0}
+WORKLOAD = {
+    "name": "faults",
+    "seed": 1,
+    "sessions": 4,
+    "steps": 2,
+    "system_instruction_tokens": 60,
+    "format_rules_tokens": 10,
+    "user_task_tokens": 10,
+    "workflow_metadata_tokens": 10,
+    "tools": {"count": 0},
+    "output_tokens": 160,
+    "ignore_eos": True,
+    "temperature": 0.0,
+}
 
 
 @dataclass
@@ -86,7 +108,7 @@ class Outcome:
     def lost(self) -> int:
         return max(0, self.sent - self.recorded)
 
-    def judge(self, problems: list[str]) -> "Outcome":
+    def judge(self, problems: list[str]) -> Outcome:
         problems = problems + [f"{self.unparseable} unparseable JSON/JSONL"] * bool(self.unparseable)
         problems += [f"processes survived: {self.survivors}"] * bool(self.survivors)
         problems += [f"{self.lost} requests not recorded"] * bool(self.lost)
@@ -122,16 +144,16 @@ class Cli:
         return out
 
 
-def oomkit(*args: str, inject: Callable[[psutil.Process], str | None] | None = None,
-           timeout_s: float = 600) -> Cli:
+def oomkit(*args: str, inject: Callable[[psutil.Process], str | None] | None = None, timeout_s: float = 600) -> Cli:
     """Run `python -m oomkit ARGS`; every 0.1 s note its descendants and call `inject(proc)` until
     it returns what it did."""
     began = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "oomkit", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=REPO)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oomkit", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO
+    )
     me, seen, injected = psutil.Process(proc.pid), {}, None
     out: dict[str, str] = {}
-    reader = threading.Thread(target=lambda: out.update(zip(("stdout", "stderr"), proc.communicate())))
+    reader = threading.Thread(target=lambda: out.update(zip(("stdout", "stderr"), proc.communicate(), strict=False)))
     reader.start()
     while proc.poll() is None and time.monotonic() - began < timeout_s:
         try:
@@ -144,8 +166,7 @@ def oomkit(*args: str, inject: Callable[[psutil.Process], str | None] | None = N
     if proc.poll() is None:
         proc.kill()
     reader.join()
-    return Cli(proc.returncode, out.get("stdout", ""), out.get("stderr", ""), time.monotonic() - began, seen,
-               injected)
+    return Cli(proc.returncode, out.get("stdout", ""), out.get("stderr", ""), time.monotonic() - began, seen, injected)
 
 
 def engine_core(root: psutil.Process) -> psutil.Process | None:
@@ -175,6 +196,7 @@ def kill_engine(when: Callable[[], bool] = lambda: True) -> Callable[[psutil.Pro
         except psutil.Error:
             return None  # it went by itself between the look and the kill: look again
         return f"SIGKILL to {title} pid {engine.pid}"
+
     return inject
 
 
@@ -202,8 +224,15 @@ def folder_report(runs_dir: Path) -> dict[str, Any]:
                 bad.append(str(path))
                 continue
             if path.name == "manifest.json":
-                manifests.append({"run": path.parent.name, "kind": data.get("kind"), "state": data.get("state"),
-                                  "reason": data.get("reason"), "error": data.get("error")})
+                manifests.append(
+                    {
+                        "run": path.parent.name,
+                        "kind": data.get("kind"),
+                        "state": data.get("state"),
+                        "reason": data.get("reason"),
+                        "error": data.get("error"),
+                    }
+                )
         elif path.suffix == ".jsonl" and path.is_file():
             lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
             for i, line in enumerate(lines):
@@ -211,8 +240,9 @@ def folder_report(runs_dir: Path) -> dict[str, Any]:
                     json.loads(line)
                 except ValueError:
                     (torn if i == len(lines) - 1 else bad).append(f"{path}:{i + 1}")
-    unfinished = [m for m in manifests
-                  if m["state"] not in FINAL_STATES or (m["state"] == "failed" and not m["reason"])]
+    unfinished = [
+        m for m in manifests if m["state"] not in FINAL_STATES or (m["state"] == "failed" and not m["reason"])
+    ]
     return {"unparseable": bad, "torn_last_lines": torn, "manifests": manifests, "unfinished": unfinished}
 
 
@@ -228,8 +258,9 @@ def _finish(o: Outcome, runs: Path, cli: Cli, problems: list[str]) -> Outcome:
     report = folder_report(runs)
     o.unparseable = len(report["unparseable"])
     o.survivors = alive(cli.seen)
-    o.detail.update(rc=cli.rc, wall_s=round(cli.wall_s, 1), stderr_tail=cli.stderr[-1500:], folders=report,
-                    injected=cli.injected)
+    o.detail.update(
+        rc=cli.rc, wall_s=round(cli.wall_s, 1), stderr_tail=cli.stderr[-1500:], folders=report, injected=cli.injected
+    )
     problems += [f"manifest not finished: {m}" for m in report["unfinished"]]
     return o.judge(problems)
 
@@ -286,8 +317,9 @@ def _launch_failed(o: Outcome, runs: Path, cli: Cli, verdict_text: str) -> Outco
     if verdict_text not in evidence:
         problems.append(f"verdict evidence lacks {verdict_text!r}: {data['verdict'].get('summary')}")
     verdict = data["verdict"]
-    o.why = (f"failed, {data['reason']}; verdict {verdict.get('phase')} ({verdict.get('cause')}): "
-             f"{verdict.get('summary')}")
+    o.why = (
+        f"failed, {data['reason']}; verdict {verdict.get('phase')} ({verdict.get('cause')}): {verdict.get('summary')}"
+    )
     return _finish(o, runs, cli, problems)
 
 
@@ -315,14 +347,23 @@ def engine_killed_during_start(workdir: Path) -> Outcome:
 
 def experiment(workdir: Path) -> Path:
     workload = _write(workdir / "workload.yaml", WORKLOAD)
-    return _write(workdir / "experiment.yaml", {
-        "name": "faults", "profile": str(PROFILE), "workload": str(workload), "concurrency": 2, "repeats": 2,
-        "variants": [{"name": "short-output", "set": {"output_tokens": 80}}]})
+    return _write(
+        workdir / "experiment.yaml",
+        {
+            "name": "faults",
+            "profile": str(PROFILE),
+            "workload": str(workload),
+            "concurrency": 2,
+            "repeats": 2,
+            "variants": [{"name": "short-output", "set": {"output_tokens": 80}}],
+        },
+    )
 
 
 def _compare_folder(runs: Path) -> Path | None:
-    return next((p.parent for p in runs.glob("*/manifest.json")
-                 if json.loads(p.read_text()).get("kind") == "compare"), None)
+    return next(
+        (p.parent for p in runs.glob("*/manifest.json") if json.loads(p.read_text()).get("kind") == "compare"), None
+    )
 
 
 def engine_killed_during_compare(workdir: Path) -> Outcome:
@@ -345,10 +386,16 @@ def engine_killed_during_compare(workdir: Path) -> Outcome:
     answered = logged_requests(launch / "server.log")
     o.sent = answered + sum(1 for r in records if r.get("http_status") is None)
     o.recorded = len(records)
-    o.detail.update(workdir=str(workdir), compare_folder=str(folder), launch_folder=str(launch), manifest=manifest,
-                    cells=cells,
-                    launch_manifest=json.loads((launch / "manifest.json").read_text()), records=records,
-                    answered=answered)
+    o.detail.update(
+        workdir=str(workdir),
+        compare_folder=str(folder),
+        launch_folder=str(launch),
+        manifest=manifest,
+        cells=cells,
+        launch_manifest=json.loads((launch / "manifest.json").read_text()),
+        records=records,
+        answered=answered,
+    )
     failed = [c for c in cells if c.get("failure")]
     if (manifest["state"], manifest.get("reason")) != ("failed", "baseline_server_died"):
         problems.append(f"compare state {manifest['state']}/{manifest.get('reason')}")
@@ -366,8 +413,17 @@ def resume_compare(workdir: Path, folder: Path, upstream: str) -> Outcome:
     runs = workdir / "runs"
     before = len(requests_in(folder))
     with FaultProxy(upstream, ["pass"]) as proxy:
-        cli = oomkit("compare", str(experiment(workdir)), "--resume", str(folder), "--url", proxy.url,
-                     "--runs-dir", str(runs), "--json")
+        cli = oomkit(
+            "compare",
+            str(experiment(workdir)),
+            "--resume",
+            str(folder),
+            "--url",
+            proxy.url,
+            "--runs-dir",
+            str(runs),
+            "--json",
+        )
         o.sent = len(proxy.log)
     o.recorded = len(requests_in(folder)) - before
     problems = cli.problems(0)
@@ -412,8 +468,17 @@ def engine_killed_during_ladder(workdir: Path) -> Outcome:
     def first_rung_done() -> bool:
         return any(p.read_text().count("\n") >= 1 for p in runs.glob("*/rungs.jsonl"))
 
-    cli = oomkit("ladder", "--profile", str(PROFILE), "--workload", str(LADDER_WORKLOAD), *LADDER,
-                 "--runs-dir", str(runs), inject=kill_engine(first_rung_done))
+    cli = oomkit(
+        "ladder",
+        "--profile",
+        str(PROFILE),
+        "--workload",
+        str(LADDER_WORKLOAD),
+        *LADDER,
+        "--runs-dir",
+        str(runs),
+        inject=kill_engine(first_rung_done),
+    )
     problems = cli.problems(1)
     folder = _ladder_folder(runs)
     if cli.injected is None or folder is None:
@@ -423,22 +488,33 @@ def engine_killed_during_ladder(workdir: Path) -> Outcome:
     answered = _count(o, records, folder / "server.log")
     info = listed(runs).get(folder.name, {})
     errors = [line for line in cli.stderr.splitlines() if line.startswith("oomkit: error:")]
-    o.detail.update(workdir=str(workdir), folder=str(folder), manifest=manifest, steps=steps, rungs=rungs,
-                    records=records, answered=answered, listed=info, error_lines=errors)
+    o.detail.update(
+        workdir=str(workdir),
+        folder=str(folder),
+        manifest=manifest,
+        steps=steps,
+        rungs=rungs,
+        records=records,
+        answered=answered,
+        listed=info,
+        error_lines=errors,
+    )
     if (manifest["state"], manifest.get("reason")) != ("failed", "died_after_ready") or "ladder_outcome" in manifest:
         problems.append(f"state {manifest['state']}/{manifest.get('reason')}, outcome {manifest.get('ladder_outcome')}")
     dead = steps[-1] if steps else {}
     if dead.get("name") != "concurrency" or not (dead.get("failure") or {}).get("evidence"):
         problems.append(f"the step in progress is not recorded with its evidence: {dead}")
     kept = [r.get("concurrency") for r in rungs]
-    if not kept or kept != LADDER_RUNGS[:len(kept)] or len(kept) == len(LADDER_RUNGS):
+    if not kept or kept != LADDER_RUNGS[: len(kept)] or len(kept) == len(LADDER_RUNGS):
         problems.append(f"rungs recorded: {kept}, expected c1 and not every rung")
     if not errors or "the server died during step concurrency" not in errors[0] or "--resume" not in errors[0]:
         problems.append(f"error line: {errors}")
     if (info.get("state"), info.get("resumable")) != ("failed", True):
         problems.append(f"oomkit runs: {info.get('state')}, resumable {info.get('resumable')}")
-    o.why = (f"failed ({manifest.get('reason')}), exit {cli.rc}, {len(steps) - 1} step(s) + rungs {kept} kept; "
-             f"dead step {dead.get('name')} recorded with evidence; listed resumable")
+    o.why = (
+        f"failed ({manifest.get('reason')}), exit {cli.rc}, {len(steps) - 1} step(s) + rungs {kept} kept; "
+        f"dead step {dead.get('name')} recorded with evidence; listed resumable"
+    )
     return _finish(o, runs, cli, problems)
 
 
@@ -455,8 +531,15 @@ def resume_ladder(workdir: Path, folder: Path) -> Outcome:
     answered = _count(o, records, server / "server.log")
     labels = sorted({r["label"] for r in records})
     info = listed(runs)
-    o.detail.update(manifest=manifest, server_run=str(server), labels=labels, answered=answered, listed=info,
-                    steps=read_jsonl(folder / "steps.jsonl"), rungs=read_jsonl(folder / "rungs.jsonl"))
+    o.detail.update(
+        manifest=manifest,
+        server_run=str(server),
+        labels=labels,
+        answered=answered,
+        listed=info,
+        steps=read_jsonl(folder / "steps.jsonl"),
+        rungs=read_jsonl(folder / "rungs.jsonl"),
+    )
     try:
         o.detail["result"] = data = cli.json()
     except ValueError:
@@ -465,8 +548,8 @@ def resume_ladder(workdir: Path, folder: Path) -> Outcome:
         problems.append(f"steps after resume: {[s['name'] for s in data['steps']]}, failure {data['failure']}")
     conc = next((st for st in data["steps"] if st["name"] == "concurrency"), {})
     rungs = [r["concurrency"] for r in (conc.get("detail") or {}).get("rungs", [])]
-    expected = sorted({f"concurrency_c{c}" for c in rungs[len(kept):]} | {"repeat"})
-    if rungs[:len(kept)] != kept or labels != expected:  # the kept steps and rungs are not sent again
+    expected = sorted({f"concurrency_c{c}" for c in rungs[len(kept) :]} | {"repeat"})
+    if rungs[: len(kept)] != kept or labels != expected:  # the kept steps and rungs are not sent again
         problems.append(f"sent: {labels}, expected {expected} (rungs {rungs}, kept {kept})")
     o.detail.update(kept_rungs=kept, all_rungs=rungs)
     if (manifest["state"], manifest.get("reason"), manifest.get("error")) != ("complete", None, None):
@@ -480,12 +563,27 @@ def resume_ladder(workdir: Path, folder: Path) -> Outcome:
 def proxy_faults(workdir: Path, upstream: str) -> list[Outcome]:
     """`oomkit bench` through the fault proxy, one fault per request (SCHEDULE), one request per
     session, one session at a time: every request must be recorded with its class."""
-    workload = _write(workdir / "workload.yaml",
-                      {**WORKLOAD, "sessions": len(SCHEDULE), "steps": 1, "output_tokens": 32})
+    workload = _write(
+        workdir / "workload.yaml", {**WORKLOAD, "sessions": len(SCHEDULE), "steps": 1, "output_tokens": 32}
+    )
     runs = workdir / "runs"
     with FaultProxy(upstream, SCHEDULE) as proxy:
-        cli = oomkit("bench", "--url", proxy.url, "--workload", str(workload), "--concurrency", "1", "--memory",
-                     "none", "--stall-timeout-s", f"{STALL_TIMEOUT_S:g}", "--json", "--runs-dir", str(runs))
+        cli = oomkit(
+            "bench",
+            "--url",
+            proxy.url,
+            "--workload",
+            str(workload),
+            "--concurrency",
+            "1",
+            "--memory",
+            "none",
+            "--stall-timeout-s",
+            f"{STALL_TIMEOUT_S:g}",
+            "--json",
+            "--runs-dir",
+            str(runs),
+        )
         log = list(proxy.log)
     folder = next((p.parent for p in runs.glob("*/requests.jsonl")), None)
     records = requests_in(folder) if folder else []
@@ -496,8 +594,9 @@ def proxy_faults(workdir: Path, upstream: str) -> list[Outcome]:
         o.sent, o.recorded = len(picked), sum(1 for i in picked if i < len(records))
         got = {log[i]["fault"]: records[i].get("error_kind") for i in picked if i < len(records)}
         o.detail.update(kinds=got, records=[records[i] for i in picked if i < len(records)], proxy_log=log)
-        problems = cli.problems(0) + [f"{f}: recorded as {k!r}, expected {EXPECTED_KIND[f]!r}"
-                                      for f, k in got.items() if k != EXPECTED_KIND[f]]
+        problems = cli.problems(0) + [
+            f"{f}: recorded as {k!r}, expected {EXPECTED_KIND[f]!r}" for f, k in got.items() if k != EXPECTED_KIND[f]
+        ]
         if len(records) != len(log):
             problems.append(f"{len(log)} requests proxied, {len(records)} recorded")
         o.why = ", ".join(f"{f}: {k or 'ok'}" for f, k in got.items())
@@ -521,32 +620,50 @@ def run_faults(workdir: Path) -> dict[str, Any]:
     from _load_vllm import vllm_server
 
     workdir.mkdir(parents=True, exist_ok=True)
-    outcomes = [port_taken(workdir / "port"), port_taken_during_start(workdir / "port-start"),
-                engine_killed_during_start(workdir / "start")]
+    outcomes = [
+        port_taken(workdir / "port"),
+        port_taken_during_start(workdir / "port-start"),
+        engine_killed_during_start(workdir / "start"),
+    ]
     compare = engine_killed_during_compare(workdir / "compare")
-    ladder = _with_resume(engine_killed_during_ladder(workdir / "ladder"),
-                          lambda o: resume_ladder(workdir / "ladder", Path(o.detail["folder"])), "folder")
+    ladder = _with_resume(
+        engine_killed_during_ladder(workdir / "ladder"),
+        lambda o: resume_ladder(workdir / "ladder", Path(o.detail["folder"])),
+        "folder",
+    )
     (workdir / "server").mkdir(exist_ok=True)
     with vllm_server(workdir / "server") as server:
-        outcomes += _with_resume(compare, lambda o: resume_compare(
-            workdir / "compare", Path(o.detail["compare_folder"]), server.url), "compare_folder")
+        outcomes += _with_resume(
+            compare,
+            lambda o: resume_compare(workdir / "compare", Path(o.detail["compare_folder"]), server.url),
+            "compare_folder",
+        )
         outcomes += ladder + proxy_faults(workdir / "proxy", server.url)
-    return {"faults_injected": sum(o.injected for o in outcomes),
-            "faults_survived": sum(o.injected for o in outcomes if o.survived),
-            "records_lost": sum(o.lost for o in outcomes), "survivors": sum(len(o.survivors) for o in outcomes),
-            "unparseable": sum(o.unparseable for o in outcomes),
-            "scenarios": [o.row() for o in outcomes]}
+    return {
+        "faults_injected": sum(o.injected for o in outcomes),
+        "faults_survived": sum(o.injected for o in outcomes if o.survived),
+        "records_lost": sum(o.lost for o in outcomes),
+        "survivors": sum(len(o.survivors) for o in outcomes),
+        "unparseable": sum(o.unparseable for o in outcomes),
+        "scenarios": [o.row() for o in outcomes],
+    }
 
 
 def render(result: dict[str, Any]) -> str:
-    lines = [f"{'scenario':<32} {'faults':>6} {'survived':<8} {'sent':>4} {'kept':>4} {'lost':>4} {'bad files':>9} "
-             f"{'survivors':>9}  why"]
+    lines = [
+        f"{'scenario':<32} {'faults':>6} {'survived':<8} {'sent':>4} {'kept':>4} {'lost':>4} {'bad files':>9} "
+        f"{'survivors':>9}  why"
+    ]
     for s in result["scenarios"]:
-        lines.append(f"{s['scenario']:<32} {s['injected']:>6} {'yes' if s['survived'] else 'NO':<8} {s['sent']:>4} "
-                     f"{s['recorded']:>4} {s['lost']:>4} {s['unparseable']:>9} {len(s['survivors']):>9}  {s['why']}")
-    lines.append(f"faults injected {result['faults_injected']}, survived {result['faults_survived']}, "
-                 f"records lost {result['records_lost']}, unparseable files {result['unparseable']}, "
-                 f"vLLM processes left {result['survivors']}")
+        lines.append(
+            f"{s['scenario']:<32} {s['injected']:>6} {'yes' if s['survived'] else 'NO':<8} {s['sent']:>4} "
+            f"{s['recorded']:>4} {s['lost']:>4} {s['unparseable']:>9} {len(s['survivors']):>9}  {s['why']}"
+        )
+    lines.append(
+        f"faults injected {result['faults_injected']}, survived {result['faults_survived']}, "
+        f"records lost {result['records_lost']}, unparseable files {result['unparseable']}, "
+        f"vLLM processes left {result['survivors']}"
+    )
     return "\n".join(lines)
 
 

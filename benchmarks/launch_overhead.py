@@ -37,8 +37,12 @@ def with_oomkit(profile_path: Path, runs_dir: Path) -> dict[str, float]:
         pass
     overhead = server.run.manifest()["overhead"]
     lines = sum(1 for _ in open(server.log_path, encoding="utf-8"))
-    return {"ready_s": overhead["ready_s"], "oomkit_cpu_s": overhead["oomkit_cpu_s_until_ready"],
-            "ratio": overhead["ratio"], "log_lines": lines}
+    return {
+        "ready_s": overhead["ready_s"],
+        "oomkit_cpu_s": overhead["oomkit_cpu_s_until_ready"],
+        "ratio": overhead["ratio"],
+        "log_lines": lines,
+    }
 
 
 def bare(profile_path: Path) -> float:
@@ -48,8 +52,13 @@ def bare(profile_path: Path) -> float:
     profile = load_profile(profile_path)
     port = free_port(profile.host)
     began = time.monotonic()
-    proc = subprocess.Popen(profile.argv(port), env=profile.server_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        profile.argv(port),
+        env=profile.server_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         while proc.poll() is None:
             try:
@@ -71,9 +80,12 @@ def replay(log: Path) -> dict[str, float]:
         follower = LogFollower(io.BytesIO(data), Path(tmp) / "server.log", time.monotonic()).start()
         follower.join(60)
         spent = cpu_s() - before
-    return {"lines": follower.lines, "cpu_s": round(spent, 4),
-            "us_per_line": round(spent / max(follower.lines, 1) * 1e6, 1),
-            "phases": len(follower.phases)}
+    return {
+        "lines": follower.lines,
+        "cpu_s": round(spent, 4),
+        "us_per_line": round(spent / max(follower.lines, 1) * 1e6, 1),
+        "phases": len(follower.phases),
+    }
 
 
 def main() -> None:
@@ -91,8 +103,10 @@ def main() -> None:
         for i in range(args.repeat):
             row = with_oomkit(args.profile, Path(runs))
             bare_s = f"{bare(args.profile):12.1f}" if args.bare else f"{'-':>12}"
-            print(f"{i + 1:>3} {row['ready_s']:8.1f} {row['oomkit_cpu_s']:12.3f} {row['ratio']:7.2%} "
-                  f"{row['log_lines']:9d} {bare_s}")
+            print(
+                f"{i + 1:>3} {row['ready_s']:8.1f} {row['oomkit_cpu_s']:12.3f} {row['ratio']:7.2%} "
+                f"{row['log_lines']:9d} {bare_s}"
+            )
             verdict = "PASS" if row["ratio"] < 0.05 else "FAIL"
             print(f"    {verdict}: oomkit used {row['ratio']:.2%} of vLLM's start time in CPU (target < 5%)")
 

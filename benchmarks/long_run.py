@@ -34,20 +34,40 @@ MAX_SLOPE_KIB_PER_1K = 256.0
 """Acceptance: at most 256 KiB of RSS per 1,000 requests after the warm-up (256 MiB per million
 requests). Exact percentiles keep a few floats per request (about 60 bytes), which stays far below."""
 
-WORKLOAD = {"name": "long-run", "seed": 7, "sessions": SET_SESSIONS, "steps": STEPS,
-            "system_instruction_tokens": 24, "format_rules_tokens": 4, "user_task_tokens": 6,
-            "workflow_metadata_tokens": 4, "tools": {"count": 0, "choice": "none"},
-            "history": {"assistant_action_tokens": 2, "tool_result_tokens": 2},
-            "output_tokens": [1, 4], "ignore_eos": True, "temperature": 0.0}
+WORKLOAD = {
+    "name": "long-run",
+    "seed": 7,
+    "sessions": SET_SESSIONS,
+    "steps": STEPS,
+    "system_instruction_tokens": 24,
+    "format_rules_tokens": 4,
+    "user_task_tokens": 6,
+    "workflow_metadata_tokens": 4,
+    "tools": {"count": 0, "choice": "none"},
+    "history": {"assistant_action_tokens": 2, "tool_result_tokens": 2},
+    "output_tokens": [1, 4],
+    "ignore_eos": True,
+    "temperature": 0.0,
+}
 
 
 def profile(max_num_seqs: int) -> dict:
-    return {"label": "long-run", "model": "testbed:llama", "port": "auto", "start_timeout_s": 300.0,
-            "args": {"dtype": "bfloat16", "enforce_eager": True, "max_model_len": 512,
-                     "gpu_memory_utilization": 0.3, "kv_cache_memory_bytes": 64 << 20,
-                     "enable_prefix_caching": True, "max_num_seqs": max_num_seqs},
-            "env": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
-                    "DO_NOT_TRACK": "1"}}
+    return {
+        "label": "long-run",
+        "model": "testbed:llama",
+        "port": "auto",
+        "start_timeout_s": 300.0,
+        "args": {
+            "dtype": "bfloat16",
+            "enforce_eager": True,
+            "max_model_len": 512,
+            "gpu_memory_utilization": 0.3,
+            "kv_cache_memory_bytes": 64 << 20,
+            "enable_prefix_caching": True,
+            "max_num_seqs": max_num_seqs,
+        },
+        "env": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"},
+    }
 
 
 @dataclass(frozen=True)
@@ -64,7 +84,7 @@ def slope(xs: list[float], ys: list[float]) -> float | None:
         return None
     mx, my = sum(xs) / n, sum(ys) / n
     sxx = sum((x - mx) ** 2 for x in xs)
-    return None if sxx == 0 else sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    return None if sxx == 0 else sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=False)) / sxx
 
 
 class Watcher:
@@ -79,7 +99,7 @@ class Watcher:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def start(self) -> "Watcher":
+    def start(self) -> Watcher:
         self._t0 = time.monotonic()
         self._thread.start()
         return self
@@ -114,9 +134,25 @@ def run(requests: int, concurrency: int, max_num_seqs: int, workdir: Path) -> di
     (workdir / "profile.yaml").write_text(yaml.safe_dump(profile(max_num_seqs)))
     runs = workdir / "runs"
     sessions = -(-requests // STEPS)
-    argv = [sys.executable, "-m", "oomkit", "bench", "--profile", str(workdir / "profile.yaml"),
-            "--workload", str(workdir / "workload.yaml"), "--concurrency", str(concurrency),
-            "--sessions", str(sessions), "--runs-dir", str(runs), "--memory", "none", "--json"]
+    argv = [
+        sys.executable,
+        "-m",
+        "oomkit",
+        "bench",
+        "--profile",
+        str(workdir / "profile.yaml"),
+        "--workload",
+        str(workdir / "workload.yaml"),
+        "--concurrency",
+        str(concurrency),
+        "--sessions",
+        str(sessions),
+        "--runs-dir",
+        str(runs),
+        "--memory",
+        "none",
+        "--json",
+    ]
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     began = time.monotonic()
     with open(workdir / "stdout.json", "wb") as out, open(workdir / "stderr.txt", "wb") as err:
@@ -142,17 +178,24 @@ def summarise(samples: list[Sample], result: dict, wall_s: float) -> dict:
     per_min = slope([s.t_s / 60 for s in steady], [s.rss_bytes / 1024 for s in steady])
     loading = [s for s in samples if 0 < s.requests]
     client = result["client"]
-    out = {"requests": client["requests"], "ok": client["ok"], "errors": client["errors"],
-           "bench_duration_s": result["duration_s"], "wall_s": round(wall_s, 1),
-           "requests_per_s": round(client["requests"] / result["duration_s"], 1) if result["duration_s"] else None,
-           "samples": len(samples), "steady_samples": len(steady), "warmup_requests": WARMUP_REQUESTS,
-           "rss_start_mib": _mib(loading[0].rss_bytes) if loading else None,
-           "rss_after_warmup_mib": _mib(steady[0].rss_bytes) if steady else None,
-           "rss_end_mib": _mib(steady[-1].rss_bytes) if steady else None,
-           "rss_peak_mib": _mib(max(s.rss_bytes for s in samples)) if samples else None,
-           "slope_kib_per_1k_requests": None if per_req is None else round(per_req * 1000, 1),
-           "slope_kib_per_minute": None if per_min is None else round(per_min, 1),
-           "threshold_kib_per_1k_requests": MAX_SLOPE_KIB_PER_1K}
+    out = {
+        "requests": client["requests"],
+        "ok": client["ok"],
+        "errors": client["errors"],
+        "bench_duration_s": result["duration_s"],
+        "wall_s": round(wall_s, 1),
+        "requests_per_s": round(client["requests"] / result["duration_s"], 1) if result["duration_s"] else None,
+        "samples": len(samples),
+        "steady_samples": len(steady),
+        "warmup_requests": WARMUP_REQUESTS,
+        "rss_start_mib": _mib(loading[0].rss_bytes) if loading else None,
+        "rss_after_warmup_mib": _mib(steady[0].rss_bytes) if steady else None,
+        "rss_end_mib": _mib(steady[-1].rss_bytes) if steady else None,
+        "rss_peak_mib": _mib(max(s.rss_bytes for s in samples)) if samples else None,
+        "slope_kib_per_1k_requests": None if per_req is None else round(per_req * 1000, 1),
+        "slope_kib_per_minute": None if per_min is None else round(per_min, 1),
+        "threshold_kib_per_1k_requests": MAX_SLOPE_KIB_PER_1K,
+    }
     out["flat"] = per_req is not None and per_req * 1000 < MAX_SLOPE_KIB_PER_1K
     return out
 
@@ -179,8 +222,10 @@ def main() -> None:
         for key, value in out.items():
             print(f"{key:<30} {value}")
         verdict = "PASS" if out["flat"] else "FAIL"
-        print(f"{verdict}: {out['slope_kib_per_1k_requests']} KiB per 1,000 requests after "
-              f"{WARMUP_REQUESTS:,} (threshold < {MAX_SLOPE_KIB_PER_1K:g})")
+        print(
+            f"{verdict}: {out['slope_kib_per_1k_requests']} KiB per 1,000 requests after "
+            f"{WARMUP_REQUESTS:,} (threshold < {MAX_SLOPE_KIB_PER_1K:g})"
+        )
     sys.exit(0 if out["flat"] else 1)
 
 

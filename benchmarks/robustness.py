@@ -55,6 +55,7 @@ def _on_timer(signum: int, frame: Any) -> None:
 # "file": the path is the mutated file. "dir": a folder holding the seed's file (a copy of the seed's
 # real folder around it, when it has one). "runs": the folder's parent, a runs directory.
 
+
 def _readers() -> dict[str, tuple[Callable[[Path], Any], str]]:
     """Every reader importable now, each followed as far as oomkit takes what it read."""
     from oomkit.env import nvsmi
@@ -120,6 +121,7 @@ def _list_runs(runs_dir: Path) -> None:
 
 # --- seeds: real files per reader ------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Seed:
     data: bytes
@@ -137,11 +139,18 @@ def _glob(*patterns: str) -> list[Path]:
     return [p for p in out if p.is_file()]
 
 
-_GUIDELLM = {"benchmarks": [{"args": {"strategy": {"type_": "concurrent", "streams": 4}},
-                             "metrics": {"time_to_first_token_ms": {"successful": {"mean": 40, "median": 35,
-                                                                                  "percentiles": {"p99": 80}}},
-                                         "requests_per_second": {"successful": {"mean": 3.2}}}}],
-             "config": {"model": "tiny", "data": "prompt_tokens=128"}}
+_GUIDELLM = {
+    "benchmarks": [
+        {
+            "args": {"strategy": {"type_": "concurrent", "streams": 4}},
+            "metrics": {
+                "time_to_first_token_ms": {"successful": {"mean": 40, "median": 35, "percentiles": {"p99": 80}}},
+                "requests_per_second": {"successful": {"mean": 3.2}},
+            },
+        }
+    ],
+    "config": {"model": "tiny", "data": "prompt_tokens=128"},
+}
 _FOLDER_FILES = ("manifest.json", "ladder.json", "compare.json", "metrics.jsonl")  # what decide and report read
 
 
@@ -164,8 +173,9 @@ def _seeds() -> dict[str, list[Seed]]:
         "experiment": _glob("examples/experiment-*.yaml"),
         "request-set": _glob("tests/fixtures/decide/*/request-set.jsonl"),
     }
-    seeds = {k: [Seed(p.read_bytes()[:SEED_BYTES] if k == "logs" else p.read_bytes()) for p in v]
-             for k, v in files.items()}
+    seeds = {
+        k: [Seed(p.read_bytes()[:SEED_BYTES] if k == "logs" else p.read_bytes()) for p in v] for k, v in files.items()
+    }
     seeds["model-config"] = [Seed(p.read_bytes(), "config.json") for p in _glob("shared/fixtures/model-configs/*.json")]
     seeds["env-dir"] = [Seed(f.read_bytes(), f.name, d) for d in envs for f in sorted(d.iterdir())]
     seeds["import"] = [Seed(p.read_bytes()) for p in _glob("tests/fixtures/decide/imports/*.json")]
@@ -190,7 +200,7 @@ def cut(rng: random.Random, data: bytes, other: bytes) -> bytes:
 
 
 def splice(rng: random.Random, data: bytes, other: bytes) -> bytes:
-    return data[:rng.randrange(len(data) + 1)] + other[rng.randrange(len(other) + 1):]
+    return data[: rng.randrange(len(data) + 1)] + other[rng.randrange(len(other) + 1) :]
 
 
 def flip(rng: random.Random, data: bytes, other: bytes) -> bytes:
@@ -219,7 +229,9 @@ def reorder(rng: random.Random, data: bytes, other: bytes) -> bytes:
 def inject(rng: random.Random, data: bytes, other: bytes) -> bytes:
     buf = bytearray(data)
     for _ in range(rng.randint(1, 10)):
-        junk = rng.choice(ANSI + (b"\x00", b"\x00" * 64, b"\r", b"\xff\xfe", b"\xef\xbb\xbf", b"\\ud800", b"\xed\xa0\x80"))
+        junk = rng.choice(
+            ANSI + (b"\x00", b"\x00" * 64, b"\r", b"\xff\xfe", b"\xef\xbb\xbf", b"\\ud800", b"\xed\xa0\x80")
+        )
         pos = rng.randrange(len(buf) + 1)
         buf[pos:pos] = junk
     return bytes(buf)
@@ -242,8 +254,23 @@ def nest(rng: random.Random, data: bytes, other: bytes) -> bytes:
 
 
 _NUMBER = re.compile(rb"-?\d+(?:\.\d+)?")
-HUGE = (b"9" * 5_000, b"1e999", b"-1e999", b"-0", b"NaN", b"Infinity", b"1" + b"0" * 400, b"0x" + b"f" * 64,
-        b"2026-13-45", b"2026-01-01 25:61:61", b"!!int x", b"!!timestamp x", b"1_000_000", b".inf", b"1e-400")
+HUGE = (
+    b"9" * 5_000,
+    b"1e999",
+    b"-1e999",
+    b"-0",
+    b"NaN",
+    b"Infinity",
+    b"1" + b"0" * 400,
+    b"0x" + b"f" * 64,
+    b"2026-13-45",
+    b"2026-01-01 25:61:61",
+    b"!!int x",
+    b"!!timestamp x",
+    b"1_000_000",
+    b".inf",
+    b"1e-400",
+)
 
 
 def number(rng: random.Random, data: bytes, other: bytes) -> bytes:
@@ -252,7 +279,7 @@ def number(rng: random.Random, data: bytes, other: bytes) -> bytes:
     if not found:
         return data + rng.choice(HUGE)
     m = rng.choice(found)
-    return data[:m.start()] + rng.choice(HUGE) + data[m.end():]
+    return data[: m.start()] + rng.choice(HUGE) + data[m.end() :]
 
 
 def bomb(rng: random.Random, data: bytes, other: bytes) -> bytes:
@@ -269,8 +296,32 @@ def empty(rng: random.Random, data: bytes, other: bytes) -> bytes:
 
 
 # Random structured documents: parse the seed, then replace, drop or add values at random.
-WEIRD = (None, True, 0, -1, 2**63, 1e308, float("nan"), float("inf"), "", "x" * 300, "../../etc", "0.10", [], {},
-         [None], {"": None}, "\x00", "${HOME}", "-1GiB", "inf", 3.5, "\ud800", "\u202e", "<script>x</script>")
+WEIRD = (
+    None,
+    True,
+    0,
+    -1,
+    2**63,
+    1e308,
+    float("nan"),
+    float("inf"),
+    "",
+    "x" * 300,
+    "../../etc",
+    "0.10",
+    [],
+    {},
+    [None],
+    {"": None},
+    "\x00",
+    "${HOME}",
+    "-1GiB",
+    "inf",
+    3.5,
+    "\ud800",
+    "\u202e",
+    "<script>x</script>",
+)
 
 
 def _random_value(rng: random.Random, depth: int = 0) -> Any:
@@ -279,8 +330,10 @@ def _random_value(rng: random.Random, depth: int = 0) -> Any:
         return rng.choice(WEIRD)
     if roll < 0.8:
         return [_random_value(rng, depth + 1) for _ in range(rng.randint(0, 4))]
-    return {rng.choice(("name", "model", "args", "x", "1", "state", "schema", 0, None)): _random_value(rng, depth + 1)
-            for _ in range(rng.randint(0, 4))}
+    return {
+        rng.choice(("name", "model", "args", "x", "1", "state", "schema", 0, None)): _random_value(rng, depth + 1)
+        for _ in range(rng.randint(0, 4))
+    }
 
 
 def _mutate_tree(rng: random.Random, node: Any, depth: int = 0) -> Any:
@@ -328,14 +381,16 @@ def structured(rng: random.Random, data: bytes, other: bytes) -> bytes:
         return flip(rng, data, other)
     if not jsonl:
         return dumped
-    return "".join(lines[:i]).encode() + dumped + b"\n" + "".join(lines[i + 1:]).encode()
+    return "".join(lines[:i]).encode() + dumped + b"\n" + "".join(lines[i + 1 :]).encode()
 
 
 MUTATORS: dict[str, Callable[[random.Random, bytes, bytes], bytes]] = {
-    f.__name__: f for f in (cut, splice, flip, duplicate, reorder, inject, giant, nest, number, bomb, empty, structured)}
+    f.__name__: f for f in (cut, splice, flip, duplicate, reorder, inject, giant, nest, number, bomb, empty, structured)
+}
 
 
 # --- running ---------------------------------------------------------------------------------
+
 
 @dataclass
 class Tally:
@@ -347,7 +402,7 @@ class Tally:
     sites: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Where the crashes and hangs happened: "kind at file:line" -> count and the first example."""
 
-    def add(self, other: "Tally") -> None:
+    def add(self, other: Tally) -> None:
         self.tried += other.tried
         self.crashes += other.crashes
         self.hangs += other.hangs
@@ -374,14 +429,16 @@ def _place(work: Path, layout: str, seed: Seed, data: bytes) -> Path:
 
 
 def _where(err: BaseException) -> str:
-    frames = [f for f in traceback.extract_tb(err.__traceback__) if "/oomkit/" in f.filename] or \
-        traceback.extract_tb(err.__traceback__)
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if "/oomkit/" in f.filename] or traceback.extract_tb(
+        err.__traceback__
+    )
     last = frames[-1] if frames else None
     return f"{Path(last.filename).name}:{last.lineno}" if last else "?"
 
 
-def run_one(reader: Callable[[Path], Any], path: Path, limit_s: float,
-            wall_s: float) -> tuple[str, BaseException | None, float]:
+def run_one(
+    reader: Callable[[Path], Any], path: Path, limit_s: float, wall_s: float
+) -> tuple[str, BaseException | None, float]:
     """(outcome, error, CPU seconds). SIGPROF fires after limit_s of this process's CPU time (user +
     system), so a loaded machine does not turn a slow parse into a hang; SIGALRM after wall_s of wall
     time catches a reader that blocks without using CPU."""
@@ -438,15 +495,21 @@ def _chunk(args: tuple[int, int, float, float, str | None]) -> dict[str, Tally]:
                 continue
             t.crashes += outcome == "crash"
             t.hangs += outcome == "hang"
-            site = t.sites.setdefault(f"{outcome} at {_where(err)}", {
-                "count": 0, "example": f"{mut} of {seed_file.name}, {len(data):,} bytes: {type(err).__name__}: {str(err)[:160]}"})
+            site = t.sites.setdefault(
+                f"{outcome} at {_where(err)}",
+                {
+                    "count": 0,
+                    "example": f"{mut} of {seed_file.name}, {len(data):,} bytes: {type(err).__name__}: {str(err)[:160]}",
+                },
+            )
             site["count"] += 1
             if keep_dir:
                 out = Path(keep_dir) / f"{name}-{seed}-{i}-{mut}-{seed_file.name}"
                 out.parent.mkdir(parents=True, exist_ok=True)
                 out.write_bytes(data)
-                out.with_name(out.name + ".where.json").write_text(json.dumps(
-                    {"reader": name, "seed_file": seed_file.name, "base": str(seed_file.base or "")}))
+                out.with_name(out.name + ".where.json").write_text(
+                    json.dumps({"reader": name, "seed_file": seed_file.name, "base": str(seed_file.base or "")})
+                )
     return tallies
 
 
@@ -465,16 +528,26 @@ def replay(keep_dir: Path, limit_s: float = 5.0, wall_s: float = 60.0) -> list[t
     return out
 
 
-def fuzz(count: int, workers: int = 2, seed: int = 0, limit_s: float = 5.0, wall_s: float = 60.0,
-         keep_dir: str | None = None, memory_gib: float = 4.0, progress: bool = False) -> dict[str, Tally]:
+def fuzz(
+    count: int,
+    workers: int = 2,
+    seed: int = 0,
+    limit_s: float = 5.0,
+    wall_s: float = 60.0,
+    keep_dir: str | None = None,
+    memory_gib: float = 4.0,
+    progress: bool = False,
+) -> dict[str, Tally]:
     """Run `count` inputs in chunks over `workers` processes; per-reader tallies. The inputs depend
     only on `seed` and `count`, not on the number of workers."""
-    jobs = [(min(CHUNK, count - start), seed * 100_000 + start // CHUNK, limit_s, wall_s, keep_dir)
-            for start in range(0, count, CHUNK)]
+    jobs = [
+        (min(CHUNK, count - start), seed * 100_000 + start // CHUNK, limit_s, wall_s, keep_dir)
+        for start in range(0, count, CHUNK)
+    ]
     total: dict[str, Tally] = {}
     begun, done = time.monotonic(), 0
     with ProcessPoolExecutor(max(1, workers), initializer=_init_worker, initargs=(memory_gib,)) as pool:
-        for job, part in zip(jobs, pool.map(_chunk, jobs)):
+        for job, part in zip(jobs, pool.map(_chunk, jobs), strict=False):
             for name, t in part.items():
                 total.setdefault(name, Tally()).add(t)
             done += job[0]
@@ -506,21 +579,32 @@ def with_server(workdir: Path) -> dict[str, Any]:
     return out
 
 
-def summary_rows(total: dict[str, Tally], server: dict[str, Any] | None, args: argparse.Namespace) -> list[tuple[str, str]]:
+def summary_rows(
+    total: dict[str, Tally], server: dict[str, Any] | None, args: argparse.Namespace
+) -> list[tuple[str, str]]:
     tried = sum(t.tried for t in total.values())
     faults = (server or {}).get("faults", NOT_RUN)
     secrets = (server or {}).get("secrets", NOT_RUN)
-    rows = [("inputs tried", f"{tried:,} ({len(total)} readers, seed {args.seed})"),
-            ("crashes", f"{sum(t.crashes for t in total.values()):,}"),
-            (f"hangs (over {args.limit_s:g} s CPU or {args.wall_s:g} s wall)", f"{sum(t.hangs for t in total.values()):,}")]
+    rows = [
+        ("inputs tried", f"{tried:,} ({len(total)} readers, seed {args.seed})"),
+        ("crashes", f"{sum(t.crashes for t in total.values()):,}"),
+        (f"hangs (over {args.limit_s:g} s CPU or {args.wall_s:g} s wall)", f"{sum(t.hangs for t in total.values()):,}"),
+    ]
     if isinstance(faults, dict):
-        rows += [("faults injected / survived", f"{faults['faults_injected']:,} / {faults['faults_survived']:,}"),
-                 ("records lost", f"{faults['records_lost']:,}")]
+        rows += [
+            ("faults injected / survived", f"{faults['faults_injected']:,} / {faults['faults_survived']:,}"),
+            ("records lost", f"{faults['records_lost']:,}"),
+        ]
     else:
         rows += [("faults injected / survived", faults), ("records lost", faults)]
     if isinstance(secrets, dict):
-        rows.append(("secrets leaked", f"{secrets['secrets_leaked']:,} ({secrets['secrets_planted']:,} planted, "
-                                       f"{secrets['places_scanned']:,} places scanned)"))
+        rows.append(
+            (
+                "secrets leaked",
+                f"{secrets['secrets_leaked']:,} ({secrets['secrets_planted']:,} planted, "
+                f"{secrets['places_scanned']:,} places scanned)",
+            )
+        )
     else:
         rows.append(("secrets leaked", secrets))
     rows.append(("command", f"`{command_line(args)}`"))
@@ -535,21 +619,26 @@ def command_line(args: argparse.Namespace) -> str:
 
 
 def _table(head: tuple[str, ...], rows: list[tuple[Any, ...]], markdown: bool) -> list[str]:
-    cells = [[f"{c:,}" if isinstance(c, int) else f"{c:.2f}" if isinstance(c, float) else str(c) for c in r] for r in rows]
+    cells = [
+        [f"{c:,}" if isinstance(c, int) else f"{c:.2f}" if isinstance(c, float) else str(c) for c in r] for r in rows
+    ]
     if markdown:
         return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in cells]
-    widths = [max(len(x) for x in col) for col in zip(head, *cells)]
+    widths = [max(len(x) for x in col) for col in zip(head, *cells, strict=False)]
     numeric = [all(re.fullmatch(r"[\d,.]+", r[i]) for r in cells) for i in range(len(head))]
     fmt = "  ".join(f"{{:>{w}}}" if numeric[i] and i else f"{{:<{w}}}" for i, w in enumerate(widths))
     return [fmt.format(*head)] + [fmt.format(*r) for r in cells]
 
 
-def render(total: dict[str, Tally], seconds: float, server: dict[str, Any] | None,
-           args: argparse.Namespace, markdown: bool) -> str:
-    rows: list[tuple[Any, ...]] = [(n, t.tried, t.documented, t.crashes, t.hangs, t.slowest_cpu_s)
-                                   for n, t in sorted(total.items())]
-    rows.append(("all readers", *(sum(r[i] for r in rows) for i in range(1, 5)),
-                 max((r[5] for r in rows), default=0.0)))
+def render(
+    total: dict[str, Tally], seconds: float, server: dict[str, Any] | None, args: argparse.Namespace, markdown: bool
+) -> str:
+    rows: list[tuple[Any, ...]] = [
+        (n, t.tried, t.documented, t.crashes, t.hangs, t.slowest_cpu_s) for n, t in sorted(total.items())
+    ]
+    rows.append(
+        ("all readers", *(sum(r[i] for r in rows) for i in range(1, 5)), max((r[5] for r in rows), default=0.0))
+    )
     head = ("reader", "inputs tried", "documented errors", "crashes", "hangs", "slowest input (CPU s)")
     lines = _table(head, rows, markdown)
     lines.append(f"\n{rows[-1][1]:,} inputs in {seconds:.0f} s wall, {args.workers} worker processes\n")
@@ -580,8 +669,12 @@ def failed(total: dict[str, Tally], server: dict[str, Any] | None) -> bool:
     faults, secrets = (server or {}).get("faults"), (server or {}).get("secrets")
     if server is not None and not (isinstance(faults, dict) and isinstance(secrets, dict)):
         return True
-    return bool(isinstance(faults, dict) and (faults["records_lost"] or faults["faults_survived"] < faults["faults_injected"])
-                or isinstance(secrets, dict) and secrets["secrets_leaked"])
+    return bool(
+        isinstance(faults, dict)
+        and (faults["records_lost"] or faults["faults_survived"] < faults["faults_injected"])
+        or isinstance(secrets, dict)
+        and secrets["secrets_leaked"]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -593,11 +686,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--wall-s", type=float, default=60.0, help="wall seconds an input may take; past it is a hang")
     ap.add_argument("--memory-gib", type=float, default=4.0, help="address-space limit per worker (0: none)")
     ap.add_argument("--keep", metavar="DIR", help="save every crashing or hanging input here")
-    ap.add_argument("--with-server", action="store_true",
-                    help="then run benchmarks/faults.py and benchmarks/secrets_scan.py against the vLLM CPU server")
+    ap.add_argument(
+        "--with-server",
+        action="store_true",
+        help="then run benchmarks/faults.py and benchmarks/secrets_scan.py against the vLLM CPU server",
+    )
     ap.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
-    ap.add_argument("--write-doc", metavar="FILE", type=Path,
-                    help=f"also write the Markdown tables between {BEGIN} and {END} in FILE")
+    ap.add_argument(
+        "--write-doc",
+        metavar="FILE",
+        type=Path,
+        help=f"also write the Markdown tables between {BEGIN} and {END} in FILE",
+    )
     ap.add_argument("--replay", metavar="DIR", type=Path, help="only run again the inputs that --keep saved in DIR")
     args = ap.parse_args(argv)
     if args.replay:
@@ -606,11 +706,15 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if any(r[2].startswith(("crash", "hang")) for r in rows) else 0
     start = time.monotonic()
     try:
-        total = fuzz(args.count, args.workers, args.seed, args.limit_s, args.wall_s, args.keep, args.memory_gib,
-                     progress=True)
+        total = fuzz(
+            args.count, args.workers, args.seed, args.limit_s, args.wall_s, args.keep, args.memory_gib, progress=True
+        )
     except BrokenProcessPool:
-        print("a worker process died (killed, or crashed in C code): its last input is under "
-              "/dev/shm/oomkit-fuzz-*/; rerun with --workers 1 to find it", file=sys.stderr)
+        print(
+            "a worker process died (killed, or crashed in C code): its last input is under "
+            "/dev/shm/oomkit-fuzz-*/; rerun with --workers 1 to find it",
+            file=sys.stderr,
+        )
         return 1
     seconds = time.monotonic() - start
     server = None

@@ -53,9 +53,20 @@ READY_TIMEOUT_S = 300.0
 COMMAND_TIMEOUT_S = 300.0
 URL_USER = "scan"
 # Tiny agent sessions: enough requests to fill requests.jsonl, short enough for 2 CPU cores.
-WORKLOAD = {"name": "secrets", "seed": 1, "sessions": 2, "steps": 2, "system_instruction_tokens": 60,
-            "format_rules_tokens": 10, "user_task_tokens": 10, "workflow_metadata_tokens": 10,
-            "tools": {"count": 0}, "output_tokens": 16, "ignore_eos": True, "temperature": 0.0}
+WORKLOAD = {
+    "name": "secrets",
+    "seed": 1,
+    "sessions": 2,
+    "steps": 2,
+    "system_instruction_tokens": 60,
+    "format_rules_tokens": 10,
+    "user_task_tokens": 10,
+    "workflow_metadata_tokens": 10,
+    "tools": {"count": 0},
+    "output_tokens": 16,
+    "ignore_eos": True,
+    "temperature": 0.0,
+}
 
 
 @dataclass(frozen=True)
@@ -94,10 +105,15 @@ def plant_secrets() -> dict[str, Secret]:
         Secret("--api-key", "clikey" + _token(26), "oomkit bench --api-key; profile args.api_key[1]"),
         Secret("profile HF_TOKEN", "hf_" + _token(34), "profile env"),
         Secret("profile AWS_SECRET_ACCESS_KEY", _token(40), "profile env"),
-        Secret("URL password", "pw" + _token(22) + "!$",
-               f"--url, --memory http://{URL_USER}:<password>@...; a log line's URL", user=URL_USER),
-        Secret("log bearer token", "eyJ" + _token(32),
-               "log lines: Authorization: Bearer, {'Authorization': 'Bearer ..'}"),
+        Secret(
+            "URL password",
+            "pw" + _token(22) + "!$",
+            f"--url, --memory http://{URL_USER}:<password>@...; a log line's URL",
+            user=URL_USER,
+        ),
+        Secret(
+            "log bearer token", "eyJ" + _token(32), "log lines: Authorization: Bearer, {'Authorization': 'Bearer ..'}"
+        ),
         Secret("log --api-key", "logkey" + _token(26), "log lines: --api-key, args 'api_key': [...], argv list"),
         Secret("log args api_key", "argkey" + _token(26), "log line: args 'api_key': [..., <second key>]"),
         Secret("log hf_token", "hf_" + _token(34), "log lines: hf_token=, args 'hf_token', argv list"),
@@ -124,8 +140,11 @@ def scan(root: Path, outputs: dict[str, str], planted: list[Secret]) -> dict[str
     """Each file under `root` (bytes, whatever its type) and each captured output stream."""
     files = sorted(p for p in root.rglob("*") if p.is_file())
     leaks = [leak for p in files for leak in find_secrets(p.read_bytes(), str(p), planted)]
-    leaks += [leak for place, text in outputs.items()
-              for leak in find_secrets(text.encode("utf-8", errors="surrogateescape"), place, planted)]
+    leaks += [
+        leak
+        for place, text in outputs.items()
+        for leak in find_secrets(text.encode("utf-8", errors="surrogateescape"), place, planted)
+    ]
     return {"files": [str(p.relative_to(root)) for p in files], "streams": sorted(outputs), "leaks": leaks}
 
 
@@ -150,8 +169,15 @@ class Session:
 
     def run(self, label: str, *args: str) -> subprocess.CompletedProcess[str]:
         began = time.monotonic()
-        done = subprocess.run(self.argv(*args), cwd=self.cwd, env=self.env, capture_output=True, text=True,
-                              timeout=COMMAND_TIMEOUT_S, errors="surrogateescape")
+        done = subprocess.run(
+            self.argv(*args),
+            cwd=self.cwd,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT_S,
+            errors="surrogateescape",
+        )
         self.keep(label, done.returncode, done.stdout, done.stderr, time.monotonic() - began)
         return done
 
@@ -162,11 +188,18 @@ def serving(session: Session, profile: Path, runs: Path) -> Iterator[dict[str, A
     out by `oomkit launch --stop RUN`, as a user would (run twice if its owner had to be killed:
     the second one kills the server's group)."""
     began = time.monotonic()
-    proc = subprocess.Popen(session.argv("launch", str(profile), "--runs-dir", str(runs)), cwd=session.cwd,
-                            env=session.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            errors="surrogateescape", start_new_session=True)
+    proc = subprocess.Popen(
+        session.argv("launch", str(profile), "--runs-dir", str(runs)),
+        cwd=session.cwd,
+        env=session.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="surrogateescape",
+        start_new_session=True,
+    )
     out: dict[str, str] = {}
-    reader = threading.Thread(target=lambda: out.update(zip(("stdout", "stderr"), proc.communicate())))
+    reader = threading.Thread(target=lambda: out.update(zip(("stdout", "stderr"), proc.communicate(), strict=False)))
     reader.start()
     run_dir: list[Path] = []
     try:
@@ -182,11 +215,13 @@ def serving(session: Session, profile: Path, runs: Path) -> Iterator[dict[str, A
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
             if run_dir:
-                session.run("launch --stop RUN (owner gone)", "launch", "--stop", str(run_dir[0]), "--runs-dir",
-                            str(runs))
+                session.run(
+                    "launch --stop RUN (owner gone)", "launch", "--stop", str(run_dir[0]), "--runs-dir", str(runs)
+                )
         reader.join()
-        session.keep("launch PROFILE", proc.returncode, out.get("stdout", ""), out.get("stderr", ""),
-                     time.monotonic() - began)
+        session.keep(
+            "launch PROFILE", proc.returncode, out.get("stdout", ""), out.get("stderr", ""), time.monotonic() - began
+        )
 
 
 def _wait_ready(proc: subprocess.Popen[str], runs: Path, run_dir: list[Path]) -> dict[str, Any]:
@@ -209,8 +244,9 @@ def write_inputs(inputs: Path, s: dict[str, Secret]) -> dict[str, Path]:
     data = yaml.safe_load(PROFILE.read_text(encoding="utf-8"))
     data["label"] = "secrets"
     data["args"]["api_key"] = [s["profile api_key"].value, s["--api-key"].value, s["env OOMKIT_API_KEY"].value]
-    data["env"].update({"HF_TOKEN": s["profile HF_TOKEN"].value,
-                        "AWS_SECRET_ACCESS_KEY": s["profile AWS_SECRET_ACCESS_KEY"].value})
+    data["env"].update(
+        {"HF_TOKEN": s["profile HF_TOKEN"].value, "AWS_SECRET_ACCESS_KEY": s["profile AWS_SECRET_ACCESS_KEY"].value}
+    )
     paths = {"profile": inputs / "profile.yaml", "workload": inputs / "workload.yaml", "log": inputs / "vllm.log"}
     paths["profile"].write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     paths["workload"].write_text(yaml.safe_dump(WORKLOAD, sort_keys=False), encoding="utf-8")
@@ -223,25 +259,28 @@ def planted_log(s: dict[str, Secret]) -> str:
     before 0.11 printed it, keys in the clear) and a start that fails on a 401 from a model mirror,
     whose exceptions quote a URL with a password, a header and an argv. The error line is laid out
     so that triage's 100-column evidence line ends inside the URL password."""
-    lines = REAL_LOG.read_text(encoding="utf-8").splitlines()[:ARGS_LINE + 8]
+    lines = REAL_LOG.read_text(encoding="utf-8").splitlines()[: ARGS_LINE + 8]
     bearer, key, hf, pw = (s[n].value for n in ("log bearer token", "log --api-key", "log hf_token", "URL password"))
     args_key = s["log args api_key"].value
     lines[ARGS_LINE] = lines[ARGS_LINE].rstrip("}") + f", 'api_key': ['{key}', '{args_key}'], 'hf_token': '{hf}'}}"
     err = "(APIServer pid=21447) ERROR 12-02 15:42:27 [api_server.py:1] "
-    shell = [f"+ exec python -m vllm.entrypoints.openai.api_server --api-key {key} --port 8101",
-             f"+ export hf_token={hf}", f"+ curl -sf -H 'Authorization: Bearer {bearer}' {MIRROR}/api/models/tiny"]
+    shell = [
+        f"+ exec python -m vllm.entrypoints.openai.api_server --api-key {key} --port 8101",
+        f"+ export hf_token={hf}",
+        f"+ curl -sf -H 'Authorization: Bearer {bearer}' {MIRROR}/api/models/tiny",
+    ]
     failure = [
         err + "Traceback (most recent call last):",
         err + '  File "<venv>/lib/python3.11/site-packages/vllm/entrypoints/openai/api_server.py", line 75, in main',
         err + "subprocess.CalledProcessError: Command '['huggingface-cli', 'download', 'tiny', '--token', "
-              f"'{hf}', '--api-key', '{key}']' returned non-zero exit status 1.",
+        f"'{hf}', '--api-key', '{key}']' returned non-zero exit status 1.",
         err + "",
         err + "During handling of the above exception, another exception occurred:",
         err + "Traceback (most recent call last):",
         err + '  File "<venv>/lib/python3.11/site-packages/urllib/request.py", line 643, in http_error_default',
         # urllib.error.HTTPError (22 characters) puts the password at columns 77-103 of the message.
         err + f"urllib.error.HTTPError: 401 Client Error: Unauthorized for url: https://{URL_USER}:{quote(pw, safe='')}"
-              f"@{MIRROR.split('://')[1]}/api/models/tiny (request headers: {{'Authorization': 'Bearer {bearer}'}})",
+        f"@{MIRROR.split('://')[1]}/api/models/tiny (request headers: {{'Authorization': 'Bearer {bearer}'}})",
     ]
     return "\n".join(shell + lines + failure) + "\n"
 
@@ -282,24 +321,76 @@ def _load(session: Session, s: dict[str, Secret], paths: dict[str, Path], runs: 
         checks["no_key_status"] = _http_status(base, None)
         checks["profile_key_status"] = _http_status(base, s["profile api_key"].value)
         env = _server_env(launch)
-        checks["server_env"] = sorted(n for n, secret in (("HF_TOKEN", "profile HF_TOKEN"),
-                                                            ("AWS_SECRET_ACCESS_KEY", "profile AWS_SECRET_ACCESS_KEY"),
-                                                            ("OPENAI_API_KEY", "env OPENAI_API_KEY"),
-                                                            ("OOMKIT_API_KEY", "env OOMKIT_API_KEY"))
-                                      if env.get(n) == s[secret].value)
+        checks["server_env"] = sorted(
+            n
+            for n, secret in (
+                ("HF_TOKEN", "profile HF_TOKEN"),
+                ("AWS_SECRET_ACCESS_KEY", "profile AWS_SECRET_ACCESS_KEY"),
+                ("OPENAI_API_KEY", "env OPENAI_API_KEY"),
+                ("OOMKIT_API_KEY", "env OOMKIT_API_KEY"),
+            )
+            if env.get(n) == s[secret].value
+        )
         creds = base.replace("://", f"://{URL_USER}:{quote(s['URL password'].value, safe='')}@", 1)
-        done = session.run("bench --url --api-key KEY --memory URL", "bench", "--url", base, "--api-key",
-                           s["--api-key"].value, "--memory", creds + "/metrics", "--workload", str(paths["workload"]),
-                           "--concurrency", "2", "--json", "--runs-dir", str(runs), "--label", "secrets-cli-key")
+        done = session.run(
+            "bench --url --api-key KEY --memory URL",
+            "bench",
+            "--url",
+            base,
+            "--api-key",
+            s["--api-key"].value,
+            "--memory",
+            creds + "/metrics",
+            "--workload",
+            str(paths["workload"]),
+            "--concurrency",
+            "2",
+            "--json",
+            "--runs-dir",
+            str(runs),
+            "--label",
+            "secrets-cli-key",
+        )
         checks["cli_key_requests_ok"] = _bench_ok(done)
-        done = session.run("bench --url (key from $OOMKIT_API_KEY)", "bench", "--url", base, "--workload",
-                           str(paths["workload"]), "--concurrency", "1", "--sessions", "1", "--memory", "none",
-                           "--json", "--runs-dir", str(runs), "--label", "secrets-env-key")
+        done = session.run(
+            "bench --url (key from $OOMKIT_API_KEY)",
+            "bench",
+            "--url",
+            base,
+            "--workload",
+            str(paths["workload"]),
+            "--concurrency",
+            "1",
+            "--sessions",
+            "1",
+            "--memory",
+            "none",
+            "--json",
+            "--runs-dir",
+            str(runs),
+            "--label",
+            "secrets-env-key",
+        )
         checks["env_key_requests_ok"] = _bench_ok(done)
         # httpx turns user:password@ into a Basic header, which replaces the Bearer one: vLLM refuses it.
-        done = session.run("bench --url user:password@", "bench", "--url", creds, "--workload", str(paths["workload"]),
-                           "--concurrency", "1", "--sessions", "1", "--memory", "none", "--runs-dir", str(runs),
-                           "--label", "secrets-url-password")
+        done = session.run(
+            "bench --url user:password@",
+            "bench",
+            "--url",
+            creds,
+            "--workload",
+            str(paths["workload"]),
+            "--concurrency",
+            "1",
+            "--sessions",
+            "1",
+            "--memory",
+            "none",
+            "--runs-dir",
+            str(runs),
+            "--label",
+            "secrets-url-password",
+        )
         checks["url_password_bench_rc"] = done.returncode
         session.run("runs --json --all", "runs", "--runs-dir", str(runs), "--json", "--all")
     log = (launch["run_dir"] / "server.log").read_text(encoding="utf-8", errors="replace")
@@ -311,15 +402,25 @@ def _afterwards(session: Session, paths: dict[str, Path], runs: Path, checks: di
     launch = runs / checks["launch_run"]
     checks["launch_state"] = json.loads((launch / "manifest.json").read_text(encoding="utf-8")).get("state")
     bench = next((p.parent for p in runs.glob("*secrets-cli-key*/bench.json")), None)
-    done = session.run("decide --json", "decide", str(launch), *([str(bench)] if bench else []), "--requirements",
-                       str(REQUIREMENTS), "--runs-dir", str(runs), "--json")
+    done = session.run(
+        "decide --json",
+        "decide",
+        str(launch),
+        *([str(bench)] if bench else []),
+        "--requirements",
+        str(REQUIREMENTS),
+        "--runs-dir",
+        str(runs),
+        "--json",
+    )
     decision = _decision_folder(done.stdout, runs)
     checks["decision"] = decision.name if decision else None
     for target, name in ((decision, "decision"), (bench, "bench run"), (launch, "launch run")):
         for fmt in ("html", "md", "json"):
             if target is not None:
-                session.run(f"report {name} --format {fmt}", "report", str(target), "--format", fmt, "--runs-dir",
-                            str(runs))
+                session.run(
+                    f"report {name} --format {fmt}", "report", str(target), "--format", fmt, "--runs-dir", str(runs)
+                )
     session.run("runs", "runs", "--runs-dir", str(runs), "--all")
     session.run("env --json", "env", "--json")
     session.run("env", "env")
@@ -346,8 +447,13 @@ def run_secrets(workdir: Path) -> dict[str, Any]:
     cwd = workdir / "oomkit"  # everything oomkit writes lands here: runs/ and anything relative to its cwd
     runs = cwd / "runs"
     runs.mkdir(parents=True)
-    env = {**os.environ, "HF_TOKEN": s["env HF_TOKEN"].value, "OPENAI_API_KEY": s["env OPENAI_API_KEY"].value,
-           "OOMKIT_API_KEY": s["env OOMKIT_API_KEY"].value, "PYTHONPATH": str(REPO / "src")}
+    env = {
+        **os.environ,
+        "HF_TOKEN": s["env HF_TOKEN"].value,
+        "OPENAI_API_KEY": s["env OPENAI_API_KEY"].value,
+        "OOMKIT_API_KEY": s["env OOMKIT_API_KEY"].value,
+        "PYTHONPATH": str(REPO / "src"),
+    }
     session = Session(cwd, env)
     checks: dict[str, Any] = {}
     try:
@@ -356,11 +462,20 @@ def run_secrets(workdir: Path) -> dict[str, Any]:
     finally:
         found = scan(cwd, session.outputs, list(s.values()))
     leaked = sorted({leak["secret"] for leak in found["leaks"]})
-    return {"secrets_planted": len(s), "places_scanned": len(found["files"]) + len(found["streams"]),
-            "files_scanned": len(found["files"]), "streams_scanned": len(found["streams"]),
-            "secrets_leaked": len(leaked), "leaked": leaked, "leaks": found["leaks"],
-            "planted": {name: sec.planted for name, sec in s.items()}, "checks": checks,
-            "files": found["files"], "commands": session.commands, "wall_s": round(time.monotonic() - began, 1)}
+    return {
+        "secrets_planted": len(s),
+        "places_scanned": len(found["files"]) + len(found["streams"]),
+        "files_scanned": len(found["files"]),
+        "streams_scanned": len(found["streams"]),
+        "secrets_leaked": len(leaked),
+        "leaked": leaked,
+        "leaks": found["leaks"],
+        "planted": {name: sec.planted for name, sec in s.items()},
+        "checks": checks,
+        "files": found["files"],
+        "commands": session.commands,
+        "wall_s": round(time.monotonic() - began, 1),
+    }
 
 
 def render(result: dict[str, Any]) -> str:
@@ -369,10 +484,12 @@ def render(result: dict[str, Any]) -> str:
         count = sum(1 for leak in result["leaks"] if leak["secret"] == name)
         lines.append(f"{name:<32} {count:>5}  {where}")
     lines += [f"  LEAK {leak['secret']} ({leak['form']}) in {leak['place']}:{leak['line']}" for leak in result["leaks"]]
-    lines.append(f"secrets planted {result['secrets_planted']}, places scanned {result['places_scanned']} "
-                 f"({result['files_scanned']} files, {result['streams_scanned']} output streams of "
-                 f"{len(result['commands'])} commands), secrets leaked {result['secrets_leaked']}, "
-                 f"{result['wall_s']:.0f} s")
+    lines.append(
+        f"secrets planted {result['secrets_planted']}, places scanned {result['places_scanned']} "
+        f"({result['files_scanned']} files, {result['streams_scanned']} output streams of "
+        f"{len(result['commands'])} commands), secrets leaked {result['secrets_leaked']}, "
+        f"{result['wall_s']:.0f} s"
+    )
     lines.append("checks: " + ", ".join(f"{k}={v}" for k, v in result["checks"].items()))
     return "\n".join(lines)
 

@@ -45,15 +45,26 @@ def main() -> None:
         for i in range(a.runs):
             began = time.monotonic()
             r = investigate(str(profile), a.requirements, InvestigateOptions(repeats=a.repeats, runs_dir=f"{tmp}/runs"))
-            rows.append({"run": i + 1, "verdict": r.verdict, "rule": r.rule, "wall_s": round(time.monotonic() - began, 1),
-                         "stages_s": r.timings_s, "server_starts": r.server_starts, "restarts": r.restarts,
-                         "capacity": r.decision["numbers"].get("capacity_concurrency"),
-                         "headroom_pct": r.decision["numbers"].get("headroom_pct")})
+            rows.append(
+                {
+                    "run": i + 1,
+                    "verdict": r.verdict,
+                    "rule": r.rule,
+                    "wall_s": round(time.monotonic() - began, 1),
+                    "stages_s": r.timings_s,
+                    "server_starts": r.server_starts,
+                    "restarts": r.restarts,
+                    "capacity": r.decision["numbers"].get("capacity_concurrency"),
+                    "headroom_pct": r.decision["numbers"].get("headroom_pct"),
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
         same = len({(x["verdict"], x["rule"]) for x in rows}) == 1
-        print(f"profile {Path(a.profile).name}, repeats {a.repeats}: time to verdict "
-              f"{', '.join(str(x['wall_s']) for x in rows)} s; server starts {rows[0]['server_starts']}, restarts "
-              f"{rows[0]['restarts']}; verdicts {'agree' if same else 'DIFFER'}: {rows[0]['verdict']}")
+        print(
+            f"profile {Path(a.profile).name}, repeats {a.repeats}: time to verdict "
+            f"{', '.join(str(x['wall_s']) for x in rows)} s; server starts {rows[0]['server_starts']}, restarts "
+            f"{rows[0]['restarts']}; verdicts {'agree' if same else 'DIFFER'}: {rows[0]['verdict']}"
+        )
 
 
 if __name__ == "__main__":

@@ -44,8 +44,9 @@ class Answer:
 def load_cases(folder: Path, labels: Path | None) -> list[Case]:
     if labels is not None:
         table = json.loads(labels.read_text())
-        return [Case(folder / name, phase, None, None) for name, phase in sorted(table.items())
-                if (folder / name).exists()]
+        return [
+            Case(folder / name, phase, None, None) for name, phase in sorted(table.items()) if (folder / name).exists()
+        ]
     cases = []
     for log in sorted(folder.glob("*.log")):
         side = log.with_suffix(".json")
@@ -78,11 +79,13 @@ def report(name: str, answers: list[Answer]) -> list[str]:
     high = [a for a in answers if a.case.confidence == "high"]
     not_oom = [a for a in answers if a.case.is_oom is False]
     false_oom = [a for a in not_oom if a.is_oom]
-    lines = [f"== {name}: {n} logs",
-             f"accuracy {len(right)}/{n} = {_pct(len(right), n)}; coverage {_pct(len(covered), n)}; "
-             f"wrong {len(wrong)} = {_pct(len(wrong), n)}; high-confidence labels "
-             f"{sum(a.phase == a.case.phase for a in high)}/{len(high)} = "
-             f"{_pct(sum(a.phase == a.case.phase for a in high), len(high))}; false OOM {len(false_oom)}/{len(not_oom)}"]
+    lines = [
+        f"== {name}: {n} logs",
+        f"accuracy {len(right)}/{n} = {_pct(len(right), n)}; coverage {_pct(len(covered), n)}; "
+        f"wrong {len(wrong)} = {_pct(len(wrong), n)}; high-confidence labels "
+        f"{sum(a.phase == a.case.phase for a in high)}/{len(high)} = "
+        f"{_pct(sum(a.phase == a.case.phase for a in high), len(high))}; false OOM {len(false_oom)}/{len(not_oom)}",
+    ]
     per: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for a in answers:
         per[a.case.phase][1] += 1
@@ -90,8 +93,11 @@ def report(name: str, answers: list[Answer]) -> list[str]:
     lines.append(f"{'phase':<24}{'right':>6}{'cases':>6}{'accuracy':>10}")
     lines += [f"{p:<24}{r:>6}{c:>6}{_pct(r, c):>10}" for p, (r, c) in sorted(per.items())]
     lines += _confusion(answers)
-    lines += [f"miss: {a.case.log.name}: labelled {a.case.phase}, triage said {a.phase} ({a.confidence})"
-              for a in answers if a.phase != a.case.phase]
+    lines += [
+        f"miss: {a.case.log.name}: labelled {a.case.phase}, triage said {a.phase} ({a.confidence})"
+        for a in answers
+        if a.phase != a.case.phase
+    ]
     return lines
 
 
@@ -113,8 +119,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folder", type=Path)
     ap.add_argument("--labels", type=Path, help="JSON {file name: phase} instead of sidecar files")
-    ap.add_argument("--split", choices=("dev", "heldout", "all", "both"), default="both",
-                    help="with a split file: one part, all together, or both side by side (default)")
+    ap.add_argument(
+        "--split",
+        choices=("dev", "heldout", "all", "both"),
+        default="both",
+        help="with a split file: one part, all together, or both side by side (default)",
+    )
     args = ap.parse_args(argv)
     cases = load_cases(args.folder, args.labels)
     if not cases:
@@ -130,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, answers in scored.items():
         print("\n".join(report(f"{args.folder} [{name}]", answers)), end="\n\n")
     if {"dev", "heldout"} <= scored.keys():
-        dev, held = (sum(a.phase == a.case.phase for a in scored[k]) / max(len(scored[k]), 1) for k in ("dev", "heldout"))
+        dev, held = (
+            sum(a.phase == a.case.phase for a in scored[k]) / max(len(scored[k]), 1) for k in ("dev", "heldout")
+        )
         print(f"heldout - dev accuracy: {100 * (held - dev):+.1f} points (goal: within 5)")
     return 0
 

@@ -27,16 +27,22 @@ from oomkit.triage.fast import engine_name
 from oomkit.triage.rules import KEYWORDS
 
 ACCESS = '(APIServer pid=4100) INFO:     10.1.0.{a}:{p} - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
-STATS = ("(APIServer pid=4100) INFO 12-02 {t} [loggers.py:335] Engine 000: Avg prompt throughput: {pt:.1f} tokens/s, "
-         "Avg generation throughput: {gt:.1f} tokens/s, Running: {r} reqs, Waiting: 0 reqs, GPU KV cache usage: {kv:.1f}%, "
-         "Prefix cache hit rate: 61.0%\n")
+STATS = (
+    "(APIServer pid=4100) INFO 12-02 {t} [loggers.py:335] Engine 000: Avg prompt throughput: {pt:.1f} tokens/s, "
+    "Avg generation throughput: {gt:.1f} tokens/s, Running: {r} reqs, Waiting: 0 reqs, GPU KV cache usage: {kv:.1f}%, "
+    "Prefix cache hit rate: 61.0%\n"
+)
 DEBUG = "(Worker_TP{rank} pid={pid}) DEBUG 12-02 {t} [shm_broadcast.py:520] dequeue step {i} in {us} us\n"
-OOM = ("(Worker_TP{rank} pid={pid}) ERROR 12-02 {t} [multiproc_executor.py:671] torch.OutOfMemoryError: CUDA out of memory. "
-       "Tried to allocate 2.00 GiB. GPU {rank} has a total capacity of 79.19 GiB of which 1.10 GiB is free.\n")
-STARTUP = ("(APIServer pid=4100) INFO 12-02 10:00:00 [api_server.py:1800] vLLM API server version 0.32.0\n"
-           "(Worker_TP{rank} pid={pid}) INFO 12-02 10:01:00 [gpu_model_runner.py:2602] Model loading took 70.10 GiB memory and 60.00 seconds\n"
-           "(Worker_TP{rank} pid={pid}) INFO 12-02 10:02:00 [gpu_worker.py:298] Available KV cache memory: 2.50 GiB\n"
-           "(APIServer pid=4100) INFO 12-02 10:03:00 [launcher.py:60] Starting vLLM server on http://0.0.0.0:8000\n")
+OOM = (
+    "(Worker_TP{rank} pid={pid}) ERROR 12-02 {t} [multiproc_executor.py:671] torch.OutOfMemoryError: CUDA out of memory. "
+    "Tried to allocate 2.00 GiB. GPU {rank} has a total capacity of 79.19 GiB of which 1.10 GiB is free.\n"
+)
+STARTUP = (
+    "(APIServer pid=4100) INFO 12-02 10:00:00 [api_server.py:1800] vLLM API server version 0.32.0\n"
+    "(Worker_TP{rank} pid={pid}) INFO 12-02 10:01:00 [gpu_model_runner.py:2602] Model loading took 70.10 GiB memory and 60.00 seconds\n"
+    "(Worker_TP{rank} pid={pid}) INFO 12-02 10:02:00 [gpu_worker.py:298] Available KV cache memory: 2.50 GiB\n"
+    "(APIServer pid=4100) INFO 12-02 10:03:00 [launcher.py:60] Starting vLLM server on http://0.0.0.0:8000\n"
+)
 
 
 def clock(i: int) -> str:
@@ -108,10 +114,14 @@ def main(argv: list[str] | None = None) -> int:
     verdict = json.loads((out / "oomkit.json").read_text())["verdict"]
     shutil.rmtree(out, ignore_errors=True)
     print(f"reference grep -E: {grep_s:.2f} s")
-    print(f"oomkit triage ({engine_name()} prefilter): {oomkit_s:.2f} s, peak RSS {rss_mb:.0f} MB"
-          f"{'' if rss_mb > before / 1024 else ' (max of children)'}")
+    print(
+        f"oomkit triage ({engine_name()} prefilter): {oomkit_s:.2f} s, peak RSS {rss_mb:.0f} MB"
+        f"{'' if rss_mb > before / 1024 else ' (max of children)'}"
+    )
     print(f"ratio oomkit/grep: {oomkit_s / grep_s:.2f}x (goal <= 3x); RSS goal <= 200 MB")
-    print(f"verdict: {verdict['phase']} ({verdict['confidence']}), evidence {verdict['evidence'][0]['file']}:{verdict['evidence'][0]['line']}")
+    print(
+        f"verdict: {verdict['phase']} ({verdict['confidence']}), evidence {verdict['evidence'][0]['file']}:{verdict['evidence'][0]['line']}"
+    )
     ok = verdict["phase"] == "serving_prefill" or verdict["phase"] == "serving_decode"
     if not args.keep:
         shutil.rmtree(folder, ignore_errors=True)

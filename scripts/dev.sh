@@ -26,6 +26,10 @@ case "${1:-test}" in
         .venv/bin/oomkit triage --each examples/logs/*.log
         .venv/bin/oomkit launch examples/testbed-healthy.yaml --check
         .venv/bin/oomkit investigate examples/testbed-small-kv.yaml --requirements examples/requirements-testbed.yaml --repeats 1 ;;
-  test) setup; shift || true; exec .venv/bin/python -m pytest "$@" ;;
+  test) setup; shift || true
+        # The quality gate: lint and format (config in pyproject.toml), then the tests.
+        .venv/bin/ruff check src tests benchmarks scripts corpus/split.py
+        .venv/bin/ruff format --check src tests benchmarks scripts corpus/split.py
+        exec .venv/bin/python -m pytest "$@" ;;
   *) echo "usage: scripts/dev.sh setup|demo|test [pytest args]" >&2; exit 2 ;;
 esac

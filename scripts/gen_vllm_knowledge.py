@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from vllm_knowledge.extract import OOM, read_release, phase_of_functions  # noqa: E402
+from vllm_knowledge.extract import OOM, phase_of_functions, read_release  # noqa: E402
 from vllm_knowledge.source import fetch_source, release_versions  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -46,14 +46,26 @@ def read_version(root: Path) -> tuple[dict[tuple, dict], dict[tuple, dict]]:
         is_oom = bool(OOM.search(" ".join(t.literal)))
         if t.level not in KEPT_LEVELS and t.exception is None and phase is None and not is_oom:
             continue  # info/debug off every phase path: no verdict can rest on it
-        kind = "failure" if t.exception or t.level in ("error", "exception", "critical") else (
-            "warning" if t.level in ("warning", "warn") else "marker")
+        kind = (
+            "failure"
+            if t.exception or t.level in ("error", "exception", "critical")
+            else ("warning" if t.level in ("warning", "warn") else "marker")
+        )
         key = (t.pattern, t.level, t.exception, f"{t.module}:{t.function}")
-        messages[key] = {"pattern": t.pattern, "level": t.level, "exception": t.exception, "phase": phase,
-                         "is_oom": is_oom, "kind": kind, "source": key[3]}
+        messages[key] = {
+            "pattern": t.pattern,
+            "level": t.level,
+            "exception": t.exception,
+            "phase": phase,
+            "is_oom": is_oom,
+            "kind": kind,
+            "source": key[3],
+        }
     # The distance to the root is left out of the row: it moves between releases without the phase moving.
-    frames = {(module, name, phase, root_name): {"source": f"{module}:{name}", "phase": phase, "root": root_name}
-              for (module, name), (phase, root_name, _) in phases.items()}
+    frames = {
+        (module, name, phase, root_name): {"source": f"{module}:{name}", "phase": phase, "root": root_name}
+        for (module, name), (phase, root_name, _) in phases.items()
+    }
     return messages, frames
 
 
@@ -96,12 +108,17 @@ def generate(cache: Path, versions: list[str]) -> dict:
         messages, frames = read_version(root)
         per_messages.append((version, messages))
         per_frames.append((version, frames))
-        meta_versions.append({"version": version, "wheel_sha256": digest, "messages": len(messages),
-                              "frames": len(frames)})
+        meta_versions.append(
+            {"version": version, "wheel_sha256": digest, "messages": len(messages), "frames": len(frames)}
+        )
         print(f"{version:>18}: {len(messages):6d} messages, {len(frames):6d} functions on a phase path", flush=True)
-    meta = {"generator": GENERATOR_VERSION, "generated": dt.date.today().isoformat(), "versions": meta_versions,
-            "unavailable": unavailable,
-            "source": "pip download vllm==X (wheels from the package index); the installed vLLM as installed-X"}
+    meta = {
+        "generator": GENERATOR_VERSION,
+        "generated": dt.date.today().isoformat(),
+        "versions": meta_versions,
+        "unavailable": unavailable,
+        "source": "pip download vllm==X (wheels from the package index); the installed vLLM as installed-X",
+    }
     return {"meta": meta, "messages": merge(per_messages, "m"), "frames": merge(per_frames, "f")}
 
 
@@ -120,12 +137,15 @@ def check_installed() -> int:
         print("vLLM is not installed: nothing to check against")
         return 0
     messages, frames = read_version(local[0])
-    held = {name: json.loads(gzip.decompress((OUT / f"{name}.json.gz").read_bytes())) for name in ("messages", "frames")}
+    held = {
+        name: json.loads(gzip.decompress((OUT / f"{name}.json.gz").read_bytes())) for name in ("messages", "frames")
+    }
     have_messages = {(r["pattern"], r["level"], r["exception"], r["source"]) for r in held["messages"]["messages"]}
     have_frames = {(r["source"], r["phase"]) for r in held["frames"]["frames"]}
     missing = [k for k in messages if k not in have_messages]
-    missing += [(row["source"], row["phase"]) for row in frames.values()
-                if (row["source"], row["phase"]) not in have_frames]
+    missing += [
+        (row["source"], row["phase"]) for row in frames.values() if (row["source"], row["phase"]) not in have_frames
+    ]
     for row in missing[:20]:
         print("missing:", row)
     print(f"{local[1]}: {len(messages)} messages, {len(frames)} frames; {len(missing)} missing from the tables")

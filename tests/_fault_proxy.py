@@ -33,14 +33,26 @@ import httpx
 FAULTS = ("pass", "http_500", "http_503", "cut", "malformed", "not_sse", "no_done", "truncated", "stall")
 CHAT_PATHS = ("/v1/chat/completions", "/v1/completions")
 DONE = b"data: [DONE]"
-ERROR_500 = json.dumps({"error": {"message": "fault proxy: injected HTTP 500", "type": "InternalServerError",
-                                  "param": None, "code": 500}}).encode()
+ERROR_500 = json.dumps(
+    {"error": {"message": "fault proxy: injected HTTP 500", "type": "InternalServerError", "param": None, "code": 500}}
+).encode()
 HTML_503 = b"<html><body><h1>503 Service Temporarily Unavailable</h1></body></html>"
 INJECTED_ANSWERS = {"http_500": (500, "application/json", ERROR_500), "http_503": (503, "text/html", HTML_503)}
-INJECTED = {"malformed": b'data: {"id": "chatcmpl-cut", "choices": [{"delta": {"content": "x"\n\n',
-            "not_sse": b"this line is not a server-sent event\n\n"}
-_HOP_BY_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"host", b"te", b"trailer",
-               b"upgrade", b"proxy-connection"}
+INJECTED = {
+    "malformed": b'data: {"id": "chatcmpl-cut", "choices": [{"delta": {"content": "x"\n\n',
+    "not_sse": b"this line is not a server-sent event\n\n",
+}
+_HOP_BY_HOP = {
+    b"connection",
+    b"keep-alive",
+    b"transfer-encoding",
+    b"content-length",
+    b"host",
+    b"te",
+    b"trailer",
+    b"upgrade",
+    b"proxy-connection",
+}
 
 
 def _chunk(data: bytes) -> bytes:
@@ -76,7 +88,7 @@ class FaultProxy:
             out[entry["fault"]] = out.get(entry["fault"], 0) + 1
         return out
 
-    def start(self) -> "FaultProxy":
+    def start(self) -> FaultProxy:
         self._thread.start()
         if not self._ready.wait(10):
             raise RuntimeError("the fault proxy did not start")
@@ -87,7 +99,7 @@ class FaultProxy:
             self._loop.call_soon_threadsafe(self._stopping.set)
         self._thread.join(10)
 
-    def __enter__(self) -> "FaultProxy":
+    def __enter__(self) -> FaultProxy:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -100,8 +112,9 @@ class FaultProxy:
 
     async def _main(self) -> None:
         self._stopping = asyncio.Event()
-        self._http = httpx.AsyncClient(base_url=self.upstream, timeout=httpx.Timeout(600.0, connect=10.0),
-                                       trust_env=False)
+        self._http = httpx.AsyncClient(
+            base_url=self.upstream, timeout=httpx.Timeout(600.0, connect=10.0), trust_env=False
+        )
         server = await asyncio.start_server(self._connection, "127.0.0.1", 0)
         self.port = server.sockets[0].getsockname()[1]
         self._ready.set()
@@ -141,12 +154,20 @@ class FaultProxy:
             reason = HTTPStatus(status).phrase
         except ValueError:
             reason = "Unknown"
-        writer.write(b"HTTP/1.1 %d %s\r\ncontent-type: %s\r\ncontent-length: %d\r\n\r\n%s"
-                     % (status, reason.encode(), ctype.encode("latin1"), len(body), body))
+        writer.write(
+            b"HTTP/1.1 %d %s\r\ncontent-type: %s\r\ncontent-length: %d\r\n\r\n%s"
+            % (status, reason.encode(), ctype.encode("latin1"), len(body), body)
+        )
         await writer.drain()
 
-    async def _chat(self, path: str, headers: list[tuple[bytes, bytes]], body: bytes,
-                    reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    async def _chat(
+        self,
+        path: str,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> bool:
         fault = next(self._faults)
         entry: dict[str, Any] = {"n": len(self.log), "fault": fault, "status": None, "events": 0, "outcome": None}
         self.log.append(entry)
@@ -164,8 +185,10 @@ class FaultProxy:
                 await self._respond(writer, resp.status_code, ctype, await resp.aread())
                 entry["outcome"] = "passed"
                 return True
-            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: %s\r\ntransfer-encoding: chunked\r\n\r\n"
-                         % resp.headers["content-type"].encode("latin1"))
+            writer.write(
+                b"HTTP/1.1 200 OK\r\ncontent-type: %s\r\ntransfer-encoding: chunked\r\n\r\n"
+                % resp.headers["content-type"].encode("latin1")
+            )
             return await self._stream(fault, entry, resp, reader, writer)
         except ConnectionError:
             entry["outcome"] = f"{entry['outcome'] or 'forwarding'}, client hung up"
@@ -173,8 +196,14 @@ class FaultProxy:
         finally:
             await resp.aclose()  # upstream sees the disconnect and aborts the request
 
-    async def _stream(self, fault: str, entry: dict[str, Any], resp: httpx.Response,
-                      reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    async def _stream(
+        self,
+        fault: str,
+        entry: dict[str, Any],
+        resp: httpx.Response,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> bool:
         buf = b""
         async for piece in resp.aiter_raw():
             buf += piece
@@ -195,8 +224,9 @@ class FaultProxy:
         entry["outcome"] = "injected, then complete" if entry["outcome"] else "complete"
         return True
 
-    async def _break_off(self, fault: str, entry: dict[str, Any], reader: asyncio.StreamReader,
-                         writer: asyncio.StreamWriter) -> bool:
+    async def _break_off(
+        self, fault: str, entry: dict[str, Any], reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
         await writer.drain()
         if fault == "truncated":
             writer.write(b"0\r\n\r\n")

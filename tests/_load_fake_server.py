@@ -12,10 +12,25 @@ import threading
 import time
 from typing import Any
 
-VLLM_DEAD = {"message": "EngineCore encountered an issue. See stack trace (above) for the root cause.",
-             "type": "InternalServerError", "param": None, "code": 500}
-MODES = ("ok", "malformed", "badjson", "stall", "http500_engine", "inband_engine", "html", "not_found",
-         "badtool", "think_in_content", "no_usage")
+VLLM_DEAD = {
+    "message": "EngineCore encountered an issue. See stack trace (above) for the root cause.",
+    "type": "InternalServerError",
+    "param": None,
+    "code": 500,
+}
+MODES = (
+    "ok",
+    "malformed",
+    "badjson",
+    "stall",
+    "http500_engine",
+    "inband_engine",
+    "html",
+    "not_found",
+    "badtool",
+    "think_in_content",
+    "no_usage",
+)
 
 
 def _tokens(text: str) -> int:
@@ -23,7 +38,9 @@ def _tokens(text: str) -> int:
 
 
 def _prompt_tokens(body: dict[str, Any]) -> int:
-    text = "".join(str(m.get("content") or "") + json.dumps(m.get("tool_calls") or "") for m in body.get("messages", []))
+    text = "".join(
+        str(m.get("content") or "") + json.dumps(m.get("tool_calls") or "") for m in body.get("messages", [])
+    )
     return _tokens(text + json.dumps(body.get("tools") or ""))
 
 
@@ -40,9 +57,19 @@ def _args_for(tool: dict[str, Any], valid: bool) -> str:
 
 
 class FakeOpenAI:
-    def __init__(self, *, tokens: int | None = None, token_delay_s: float = 0.0005, kv_capacity: int = 1000,
-                 max_model_len: int = 4096, legacy_metrics: bool = False, reasoning: bool = False,
-                 metrics: bool = True, api_key: str | None = None, port: int = 0):
+    def __init__(
+        self,
+        *,
+        tokens: int | None = None,
+        token_delay_s: float = 0.0005,
+        kv_capacity: int = 1000,
+        max_model_len: int = 4096,
+        legacy_metrics: bool = False,
+        reasoning: bool = False,
+        metrics: bool = True,
+        api_key: str | None = None,
+        port: int = 0,
+    ):
         self.tokens, self.token_delay_s, self.kv_capacity = tokens, token_delay_s, kv_capacity
         self.max_model_len, self.legacy_metrics, self.reasoning = max_model_len, legacy_metrics, reasoning
         self.metrics_enabled, self.api_key = metrics, api_key
@@ -63,7 +90,7 @@ class FakeOpenAI:
         self.port = port  # 0: a free one (a fake launched by `oomkit launch` takes the one it is given)
 
     # -- lifecycle -------------------------------------------------------------------------
-    def start(self) -> "FakeOpenAI":
+    def start(self) -> FakeOpenAI:
         self._thread.start()
         self._ready.wait(10)
         return self
@@ -74,17 +101,21 @@ class FakeOpenAI:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
-        self._server = self._loop.run_until_complete(asyncio.start_server(self._conn, "127.0.0.1", self.port, backlog=1024))
+        self._server = self._loop.run_until_complete(
+            asyncio.start_server(self._conn, "127.0.0.1", self.port, backlog=1024)
+        )
         self.port = self._server.sockets[0].getsockname()[1]
         self._ready.set()
         self._loop.run_forever()
 
     def kill(self) -> None:
         """Like SIGKILL of the server: stop listening and drop every connection."""
+
         def _kill() -> None:
             self._server.close()
             for w in list(self._writers):
                 w.transport.abort()
+
         self._loop.call_soon_threadsafe(_kill)
         time.sleep(0.05)
 
@@ -100,7 +131,7 @@ class FakeOpenAI:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
 
-    def __enter__(self) -> "FakeOpenAI":
+    def __enter__(self) -> FakeOpenAI:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -127,21 +158,36 @@ class FakeOpenAI:
             writer.close()
 
     async def _send(self, writer: asyncio.StreamWriter, status: str, ctype: str, body: bytes) -> None:
-        writer.write(f"HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {len(body)}\r\n\r\n".encode() + body)
+        writer.write(
+            f"HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {len(body)}\r\n\r\n".encode() + body
+        )
         await writer.drain()
 
     async def _json(self, writer: asyncio.StreamWriter, obj: Any, status: str = "200 OK") -> None:
         await self._send(writer, status, "application/json", json.dumps(obj).encode())
 
-    async def _dispatch(self, method: str, path: str, headers: dict[str, str], raw: bytes,
-                        writer: asyncio.StreamWriter) -> None:
+    async def _dispatch(
+        self, method: str, path: str, headers: dict[str, str], raw: bytes, writer: asyncio.StreamWriter
+    ) -> None:
         if self.api_key and headers.get("authorization") != f"Bearer {self.api_key}" and path != "/health":
             return await self._json(writer, {"error": {"message": "unauthorized"}}, "401 Unauthorized")
         if path == "/health":
             return await self._send(writer, "503 Service Unavailable" if self.dead else "200 OK", "text/plain", b"")
         if path == "/v1/models":
-            return await self._json(writer, {"object": "list", "data": [
-                {"id": "fake-model", "object": "model", "root": "fake-model", "max_model_len": self.max_model_len}]})
+            return await self._json(
+                writer,
+                {
+                    "object": "list",
+                    "data": [
+                        {
+                            "id": "fake-model",
+                            "object": "model",
+                            "root": "fake-model",
+                            "max_model_len": self.max_model_len,
+                        }
+                    ],
+                },
+            )
         if path == "/metrics":
             if not self.metrics_enabled:
                 return await self._send(writer, "404 Not Found", "text/plain", b"not found")
@@ -161,8 +207,14 @@ class FakeOpenAI:
 
     def _chunk(self, delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any) -> str:
         choices = [] if delta is None else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
-        obj = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1, "model": "fake-model",
-               "choices": choices, **extra}
+        obj = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "fake-model",
+            "choices": choices,
+            **extra,
+        }
         return f"data: {json.dumps(obj)}\n\n"
 
     async def _chat(self, body: dict[str, Any], writer: asyncio.StreamWriter) -> None:
@@ -180,10 +232,13 @@ class FakeOpenAI:
         prompt = _prompt_tokens(body)
         max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
         if prompt + max_tokens > self.max_model_len:
-            msg = (f"This model's maximum context length is {self.max_model_len} tokens. However, you requested "
-                   f"{prompt + max_tokens} tokens ({prompt} in the messages, {max_tokens} in the completion).")
-            return await self._json(writer, {"error": {"message": msg, "type": "BadRequestError", "code": 400}},
-                                    "400 Bad Request")
+            msg = (
+                f"This model's maximum context length is {self.max_model_len} tokens. However, you requested "
+                f"{prompt + max_tokens} tokens ({prompt} in the messages, {max_tokens} in the completion)."
+            )
+            return await self._json(
+                writer, {"error": {"message": msg, "type": "BadRequestError", "code": 400}}, "400 Bad Request"
+            )
         self.active += 1
         self.max_active = max(self.max_active, self.active)
         if self.active > self.kv_capacity:
@@ -203,7 +258,9 @@ class FakeOpenAI:
         self._seen_prefixes.update(blocks)
 
     async def _stream(self, body: dict[str, Any], writer: asyncio.StreamWriter, mode: str, prompt: int, n: int) -> None:
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n"
+        )
         await self._chunked(writer, self._chunk({"role": "assistant", "content": ""}))
         if mode == "stall":
             await writer.drain()
@@ -224,10 +281,25 @@ class FakeOpenAI:
             name = choice["function"]["name"] if isinstance(choice, dict) else tools[0]["function"]["name"]
             tool = next(t for t in tools if t["function"]["name"] == name)
             args = _args_for(tool, valid=mode != "badtool")
-            await self._chunked(writer, self._chunk({"tool_calls": [{"index": 0, "id": "chatcmpl-tool-1", "type": "function",
-                                                                       "function": {"name": name, "arguments": ""}}]}))
-            for part in (args[: len(args) // 2], args[len(args) // 2:]):
-                await self._chunked(writer, self._chunk({"tool_calls": [{"index": 0, "function": {"arguments": part}}]}))
+            await self._chunked(
+                writer,
+                self._chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": "chatcmpl-tool-1",
+                                "type": "function",
+                                "function": {"name": name, "arguments": ""},
+                            }
+                        ]
+                    }
+                ),
+            )
+            for part in (args[: len(args) // 2], args[len(args) // 2 :]):
+                await self._chunked(
+                    writer, self._chunk({"tool_calls": [{"index": 0, "function": {"arguments": part}}]})
+                )
                 await writer.drain()
                 await asyncio.sleep(self.token_delay_s * 10)  # a call takes time like any decode
             n, finish = 2, "stop" if isinstance(choice, dict) else "tool_calls"
@@ -254,8 +326,12 @@ class FakeOpenAI:
         self.finished[finish] = self.finished.get(finish, 0) + 1
         await self._chunked(writer, self._chunk({"content": ""}, finish))
         if mode != "no_usage":
-            usage = {"prompt_tokens": prompt, "total_tokens": prompt + n, "completion_tokens": n,
-                     "prompt_tokens_details": {"cached_tokens": 16}}
+            usage = {
+                "prompt_tokens": prompt,
+                "total_tokens": prompt + n,
+                "completion_tokens": n,
+                "prompt_tokens_details": {"cached_tokens": 16},
+            }
             await self._chunked(writer, self._chunk(None, usage=usage))
         await self._chunked(writer, "data: [DONE]\n\n")
         writer.write(b"0\r\n\r\n")
@@ -270,19 +346,28 @@ class FakeOpenAI:
         waiting = max(0, self.active - self.kv_capacity)
         c = self.counters
         lines = [
-            f"# TYPE {usage_name} gauge", f"{usage_name}{{{lab}}} {min(1.0, self.active / self.kv_capacity)}",
-            "# TYPE vllm:num_requests_running gauge", f"vllm:num_requests_running{{{lab}}} {running}",
-            "# TYPE vllm:num_requests_waiting gauge", f"vllm:num_requests_waiting{{{lab}}} {waiting}",
+            f"# TYPE {usage_name} gauge",
+            f"{usage_name}{{{lab}}} {min(1.0, self.active / self.kv_capacity)}",
+            "# TYPE vllm:num_requests_running gauge",
+            f"vllm:num_requests_running{{{lab}}} {running}",
+            "# TYPE vllm:num_requests_waiting gauge",
+            f"vllm:num_requests_waiting{{{lab}}} {waiting}",
             "# TYPE vllm:num_requests_waiting_by_reason gauge",
             f'vllm:num_requests_waiting_by_reason{{{lab},reason="capacity"}} {waiting}',
             f'vllm:num_requests_waiting_by_reason{{{lab},reason="deferred"}} 0',
-            "# TYPE vllm:num_preemptions counter", f"vllm:num_preemptions_total{{{lab}}} {c['preemptions']}",
-            f"# TYPE {prefix}_queries counter", f"{prefix}_queries_total{{{lab}}} {c['queries']}",
-            f"# TYPE {prefix}_hits counter", f"{prefix}_hits_total{{{lab}}} {c['hits']}",
-            "# TYPE vllm:prompt_tokens counter", f"vllm:prompt_tokens_total{{{lab}}} {c['prompt']}",
-            "# TYPE vllm:generation_tokens counter", f"vllm:generation_tokens_total{{{lab}}} {c['generation']}",
+            "# TYPE vllm:num_preemptions counter",
+            f"vllm:num_preemptions_total{{{lab}}} {c['preemptions']}",
+            f"# TYPE {prefix}_queries counter",
+            f"{prefix}_queries_total{{{lab}}} {c['queries']}",
+            f"# TYPE {prefix}_hits counter",
+            f"{prefix}_hits_total{{{lab}}} {c['hits']}",
+            "# TYPE vllm:prompt_tokens counter",
+            f"vllm:prompt_tokens_total{{{lab}}} {c['prompt']}",
+            "# TYPE vllm:generation_tokens counter",
+            f"vllm:generation_tokens_total{{{lab}}} {c['generation']}",
             "# TYPE vllm:request_success counter",
             *[f'vllm:request_success_total{{{lab},finished_reason="{k}"}} {v}' for k, v in self.finished.items()],
-            "# TYPE vllm:cache_config_info gauge", f'vllm:cache_config_info{{block_size="16",{lab},num_gpu_blocks="64"}} 1.0',
+            "# TYPE vllm:cache_config_info gauge",
+            f'vllm:cache_config_info{{block_size="16",{lab},num_gpu_blocks="64"}} 1.0',
         ]
         return "\n".join(lines) + "\n"

@@ -21,10 +21,24 @@ import httpx
 READY_TIMEOUT_S = 300
 # 2 MiB of KV at 1 KiB per token (2 layers x 2 KV heads x 64 x K,V x bf16) = 2,048 tokens: 16
 # blocks of 128, so eight 600-token agent requests cannot all stay resident (preemptions).
-SMALL_KV_ARGS = ("--max-model-len", "1024", "--dtype", "bfloat16", "--gpu-memory-utilization", "0.3",
-                 "--enforce-eager", "--kv-cache-memory-bytes", "2097152", "--max-num-seqs", "8",
-                 "--enable-prefix-caching", "--enable-prompt-tokens-details",
-                 "--enable-auto-tool-choice", "--tool-call-parser", "hermes")
+SMALL_KV_ARGS = (
+    "--max-model-len",
+    "1024",
+    "--dtype",
+    "bfloat16",
+    "--gpu-memory-utilization",
+    "0.3",
+    "--enforce-eager",
+    "--kv-cache-memory-bytes",
+    "2097152",
+    "--max-num-seqs",
+    "8",
+    "--enable-prefix-caching",
+    "--enable-prompt-tokens-details",
+    "--enable-auto-tool-choice",
+    "--tool-call-parser",
+    "hermes",
+)
 ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
 
 
@@ -41,16 +55,30 @@ def testbed_model() -> Path:
 
 
 def vllm_argv(model: Path, port: int, args: tuple[str, ...] = SMALL_KV_ARGS) -> list[str]:
-    return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--host", "127.0.0.1", "--port", str(port),
-            "--model", str(model), "--served-model-name", "tiny", *args]
+    return [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--model",
+        str(model),
+        "--served-model-name",
+        "tiny",
+        *args,
+    ]
 
 
 def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"vLLM exited with {proc.returncode} before ready; see {log}:\n"
-                               + log.read_text(errors="replace")[-3000:])
+            raise RuntimeError(
+                f"vLLM exited with {proc.returncode} before ready; see {log}:\n"
+                + log.read_text(errors="replace")[-3000:]
+            )
         try:
             if httpx.get(url + "/health", timeout=2, trust_env=False).status_code == 200:
                 return
@@ -86,8 +114,14 @@ def vllm_server(workdir: Path, args: tuple[str, ...] = SMALL_KV_ARGS) -> Iterato
     port = free_port()
     log = workdir / "server.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen(vllm_argv(testbed_model(), port, args), stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env={**os.environ, **ENV}, start_new_session=True)
+        proc = subprocess.Popen(
+            vllm_argv(testbed_model(), port, args),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **ENV},
+            start_new_session=True,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(url, proc, log)

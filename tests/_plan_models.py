@@ -9,11 +9,24 @@ from pathlib import Path
 
 from oomkit.testbed.model import make_model
 
-MLA_SHAPE = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=4, q_lora_rank=None, kv_lora_rank=512, qk_rope_head_dim=64,
-                 qk_nope_head_dim=64, v_head_dim=64, first_k_dense_replace=2, n_routed_experts=4,
-                 num_experts_per_tok=2, moe_intermediate_size=128, n_shared_experts=1,
-                 max_position_embeddings=4096)
+MLA_SHAPE = dict(
+    hidden_size=256,
+    intermediate_size=512,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=4,
+    q_lora_rank=None,
+    kv_lora_rank=512,
+    qk_rope_head_dim=64,
+    qk_nope_head_dim=64,
+    v_head_dim=64,
+    first_k_dense_replace=2,
+    n_routed_experts=4,
+    num_experts_per_tok=2,
+    moe_intermediate_size=128,
+    n_shared_experts=1,
+    max_position_embeddings=4096,
+)
 
 
 def make(kind: str, out: Path, **kw: object) -> Path:
@@ -30,8 +43,7 @@ def make_mla(out: Path) -> Path:
     vocab = len(transformers.AutoTokenizer.from_pretrained(str(out)))
     for f in out.glob("*.safetensors"):
         f.unlink()
-    cfg = transformers.DeepseekV2Config(vocab_size=vocab, bos_token_id=1, eos_token_id=2, dtype="bfloat16",
-                                        **MLA_SHAPE)
+    cfg = transformers.DeepseekV2Config(vocab_size=vocab, bos_token_id=1, eos_token_id=2, dtype="bfloat16", **MLA_SHAPE)
     torch.manual_seed(0)
     transformers.DeepseekV2ForCausalLM(cfg).to(torch.bfloat16).save_pretrained(out)
     data = json.loads((out / "config.json").read_text())

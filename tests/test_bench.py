@@ -21,10 +21,18 @@ from oomkit.client.records import RequestRecord
 from oomkit.errors import UsageError
 from oomkit.fsio import read_jsonl
 
-WL = {"name": "b", "sessions": 4, "steps": 3, "system_instruction_tokens": 200, "format_rules_tokens": 20,
-      "user_task_tokens": 20, "workflow_metadata_tokens": 10, "output_tokens": 10,
-      "tools": {"count": 2, "schema_tokens": 40, "choice": "required", "parameter_types": ["integer"]},
-      "history": {"assistant_action_tokens": 10, "tool_result_tokens": 30}}
+WL = {
+    "name": "b",
+    "sessions": 4,
+    "steps": 3,
+    "system_instruction_tokens": 200,
+    "format_rules_tokens": 20,
+    "user_task_tokens": 20,
+    "workflow_metadata_tokens": 10,
+    "output_tokens": 10,
+    "tools": {"count": 2, "schema_tokens": 40, "choice": "required", "parameter_types": ["integer"]},
+    "history": {"assistant_action_tokens": 10, "tool_result_tokens": 30},
+}
 
 
 @pytest.fixture
@@ -73,8 +81,21 @@ def test_server_killed_mid_bench_keeps_what_finished(tmp_path, workload, capsys)
         path = tmp_path / "plain.yaml"
         path.write_text(json.dumps(WL_TEXT))
         with pytest.raises(SystemExit) as exit_:
-            main(["bench", "--url", fake.url, "--workload", str(path), "--concurrency", "3", "--sessions", "20",
-                  "--runs-dir", str(tmp_path / "runs")])
+            main(
+                [
+                    "bench",
+                    "--url",
+                    fake.url,
+                    "--workload",
+                    str(path),
+                    "--concurrency",
+                    "3",
+                    "--sessions",
+                    "20",
+                    "--runs-dir",
+                    str(tmp_path / "runs"),
+                ]
+            )
     assert exit_.value.code == 1
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("oomkit:")]
     assert len(err) == 1 and err[0].startswith("oomkit: error: the server died during the bench")
@@ -89,10 +110,28 @@ def test_server_killed_mid_bench_keeps_what_finished(tmp_path, workload, capsys)
 
 def test_ctrl_c_stops_cleanly_and_keeps_records(tmp_path, workload):
     with FakeOpenAI(token_delay_s=0.01) as fake:
-        proc = subprocess.Popen([sys.executable, "-m", "oomkit", "bench", "--url", fake.url, "--workload", workload,
-                                 "--concurrency", "2", "--duration", "60s", "--runs-dir", str(tmp_path / "runs")],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "oomkit",
+                "bench",
+                "--url",
+                fake.url,
+                "--workload",
+                workload,
+                "--concurrency",
+                "2",
+                "--duration",
+                "60s",
+                "--runs-dir",
+                str(tmp_path / "runs"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and len(fake.requests) < 4:
             time.sleep(0.1)
@@ -107,12 +146,15 @@ def test_ctrl_c_stops_cleanly_and_keeps_records(tmp_path, workload):
     assert any(r["ok"] for r in records) and any(r["error_kind"] == "interrupted" for r in records)
 
 
-@pytest.mark.parametrize("args,code,text", [
-    (["--concurrency", "2", "--sessions", "1", "--duration", "5s"], 2, "not both"),
-    (["--concurrency", "0"], 2, "at least 1"),
-    (["--concurrency", "2", "--duration", "soon"], 2, "--duration 'soon'"),
-    (["--concurrency", "2", "--slo", "ttft=5"], 2, "NAME=MS"),
-])
+@pytest.mark.parametrize(
+    "args,code,text",
+    [
+        (["--concurrency", "2", "--sessions", "1", "--duration", "5s"], 2, "not both"),
+        (["--concurrency", "0"], 2, "at least 1"),
+        (["--concurrency", "2", "--duration", "soon"], 2, "--duration 'soon'"),
+        (["--concurrency", "2", "--slo", "ttft=5"], 2, "NAME=MS"),
+    ],
+)
 def test_usage_errors(tmp_path, workload, capsys, args, code, text):
     with FakeOpenAI() as fake:
         with pytest.raises(SystemExit) as exit_:
@@ -125,7 +167,9 @@ def test_bad_workload_and_bad_url(tmp_path, capsys):
     bad.write_text("name: x\nsessions: -1\n")
     with FakeOpenAI() as fake:
         with pytest.raises(SystemExit) as exit_:
-            main(["bench", "--url", fake.url, "--workload", str(bad), "--concurrency", "1", "--runs-dir", str(tmp_path)])
+            main(
+                ["bench", "--url", fake.url, "--workload", str(bad), "--concurrency", "1", "--runs-dir", str(tmp_path)]
+            )
         assert exit_.value.code == 2
         assert "field sessions: Input should be greater than or equal to 1" in capsys.readouterr().err
         fake.mode = "ok"
@@ -162,20 +206,38 @@ class _Triage:
         return {"verdict": self.verdict}
 
 
-@pytest.mark.parametrize("verdict,source,phase", [
-    ({"phase": "serving_decode", "summary": "worker OOM", "evidence": [{"file": "server.log", "line": 3, "text": "x"}]},
-     "server log", "serving_decode"),
-    ({"phase": "unknown", "summary": "a worker died", "evidence": [{"file": "server.log", "line": 9, "text": "y"}]},
-     "server log", "serving_prefill"),
-    ({"phase": "healthy", "summary": "ok", "evidence": []}, "client", "serving_prefill"),
-])
+@pytest.mark.parametrize(
+    "verdict,source,phase",
+    [
+        (
+            {
+                "phase": "serving_decode",
+                "summary": "worker OOM",
+                "evidence": [{"file": "server.log", "line": 3, "text": "x"}],
+            },
+            "server log",
+            "serving_decode",
+        ),
+        (
+            {
+                "phase": "unknown",
+                "summary": "a worker died",
+                "evidence": [{"file": "server.log", "line": 9, "text": "y"}],
+            },
+            "server log",
+            "serving_prefill",
+        ),
+        ({"phase": "healthy", "summary": "ok", "evidence": []}, "client", "serving_prefill"),
+    ],
+)
 def test_failure_from_the_server_log(verdict, source, phase):
     from oomkit.bench.failure import classify
     from oomkit.bench.target import Target
     from oomkit.client.probe import ServerInfo
 
-    target = Target("http://127.0.0.1:9", ServerInfo("http://127.0.0.1:9", "m", ("m",), None),
-                    triage=lambda: _Triage(verdict))
+    target = Target(
+        "http://127.0.0.1:9", ServerInfo("http://127.0.0.1:9", "m", ("m",), None), triage=lambda: _Triage(verdict)
+    )
     dead = RequestRecord("r1", "", None, None, 0, False, error_kind="refused")
     failure = classify([dead], target, log_wait_s=0.0)
     assert (failure.kind, failure.source, failure.phase) == ("engine_dead", source, phase)

@@ -21,10 +21,18 @@ from oomkit.bench.prepare import TargetSpec
 from oomkit.errors import UsageError
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
-WL = {"name": "clients", "sessions": 6, "steps": 2, "system_instruction_tokens": 40, "format_rules_tokens": 10,
-      "user_task_tokens": 10, "workflow_metadata_tokens": 5, "output_tokens": 24,
-      "tools": {"count": 1, "schema_tokens": 20, "choice": "none", "parameter_types": ["integer"]},
-      "history": {"assistant_action_tokens": 5, "tool_result_tokens": 10}}
+WL = {
+    "name": "clients",
+    "sessions": 6,
+    "steps": 2,
+    "system_instruction_tokens": 40,
+    "format_rules_tokens": 10,
+    "user_task_tokens": 10,
+    "workflow_metadata_tokens": 5,
+    "output_tokens": 24,
+    "tools": {"count": 1, "schema_tokens": 20, "choice": "none", "parameter_types": ["integer"]},
+    "history": {"assistant_action_tokens": 5, "tool_result_tokens": 10},
+}
 
 
 def _spec(url: str, runs: Path) -> TargetSpec:
@@ -90,8 +98,9 @@ def test_ray_actor_clients(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     workload = tmp_path / "w.yaml"
     workload.write_text(json.dumps(WL))
     with FakeOpenAI(token_delay_s=0.001) as server:
-        result = bench(_spec(server.url, tmp_path / "runs"), str(workload),
-                       BenchOptions(concurrency=3, clients=2, ray="local"))
+        result = bench(
+            _spec(server.url, tmp_path / "runs"), str(workload), BenchOptions(concurrency=3, clients=2, ray="local")
+        )
     assert result.client.ok == 12
     manifest = json.loads((result.run_dir / "manifest.json").read_text())
     assert all(c["where"].startswith("ray:") for c in manifest["clients"])

@@ -20,13 +20,26 @@ import yaml
 
 from oomkit.fsio import read_jsonl
 
-pytestmark = [pytest.mark.server,
-              pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (pip install 'oomkit[testbed]')")]
+pytestmark = [
+    pytest.mark.server,
+    pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (pip install 'oomkit[testbed]')"),
+]
 WORKLOAD = str(Path(__file__).resolve().parent.parent / "examples" / "workload-testbed.yaml")
-PROFILE = {"label": "bench-kill", "model": "testbed:llama", "port": "auto", "start_timeout_s": 300.0,
-           "args": {"dtype": "bfloat16", "enforce_eager": True, "max_model_len": 1024, "gpu_memory_utilization": 0.3,
-                    "kv_cache_memory_bytes": 16 * 2**20, "enable_prefix_caching": True},
-           "env": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}}
+PROFILE = {
+    "label": "bench-kill",
+    "model": "testbed:llama",
+    "port": "auto",
+    "start_timeout_s": 300.0,
+    "args": {
+        "dtype": "bfloat16",
+        "enforce_eager": True,
+        "max_model_len": 1024,
+        "gpu_memory_utilization": 0.3,
+        "kv_cache_memory_bytes": 16 * 2**20,
+        "enable_prefix_caching": True,
+    },
+    "env": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"},
+}
 
 
 def worker_of(pid: int) -> psutil.Process | None:
@@ -43,10 +56,28 @@ def killed(tmp_path_factory):
     profile = tmp / "profile.yaml"
     profile.write_text(yaml.safe_dump(PROFILE))
     runs = tmp / "runs"
-    proc = subprocess.Popen([sys.executable, "-m", "oomkit", "bench", "--profile", str(profile), "--workload", WORKLOAD,
-                             "--concurrency", "4", "--duration", "300s", "--runs-dir", str(runs)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "oomkit",
+            "bench",
+            "--profile",
+            str(profile),
+            "--workload",
+            WORKLOAD,
+            "--concurrency",
+            "4",
+            "--duration",
+            "300s",
+            "--runs-dir",
+            str(runs),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     deadline = time.monotonic() + 400
     victim = None
     while time.monotonic() < deadline and proc.poll() is None:
@@ -84,8 +115,10 @@ def test_failure_is_classified_from_the_server_log(killed):
     failure = saved["failure"]
     assert failure["kind"] == "engine_dead"
     assert failure["source"] == "server log" and failure["phase"] not in ("healthy", "unknown")
-    assert any("died unexpectedly" in (e.get("text") or "") or "EngineDead" in (e.get("text") or "")
-               for e in failure["evidence"])
+    assert any(
+        "died unexpectedly" in (e.get("text") or "") or "EngineDead" in (e.get("text") or "")
+        for e in failure["evidence"]
+    )
     manifest = json.loads((killed["run"] / "manifest.json").read_text())
     assert manifest["bench_outcome"]["died"] and manifest["bench_outcome"]["failure"]["kind"] == "engine_dead"
     assert manifest["kind"] == "launch" and (killed["run"] / "server.log").is_file()

@@ -16,9 +16,19 @@ from oomkit.client.sse import MalformedStream, SseDecoder
 from oomkit.client.transport import Http11Transport, _decode_chunks
 from oomkit.errors import InputError, RunFailed
 
-ADD = {"type": "function", "function": {"name": "add", "strict": True, "parameters": {
-    "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-    "required": ["a", "b"], "additionalProperties": False}}}
+ADD = {
+    "type": "function",
+    "function": {
+        "name": "add",
+        "strict": True,
+        "parameters": {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
+            "additionalProperties": False,
+        },
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +43,11 @@ def reset(fake):
     yield
 
 
-def chat(url: str, body: dict, **opts) -> "RequestRecord":  # noqa: F821
+def chat(url: str, body: dict, **opts) -> RequestRecord:  # noqa: F821
     async def go():
         async with ChatClient(url, "fake-model", options=ClientOptions(**opts)) as c:
             return await c.chat(ChatRequest("r1", body, label="t"))
+
     return asyncio.run(go())
 
 
@@ -51,7 +62,9 @@ def test_stream_records_timing_usage_and_text(fake):
     assert rec.finish_reason == "length" and rec.chunks == 8 and len(rec.itl_ms) == 7
     assert 0 < rec.ttft_ms <= rec.latency_ms
     sent = fake.requests[-1]
-    assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True} and sent["model"] == "fake-model"
+    assert (
+        sent["stream"] is True and sent["stream_options"] == {"include_usage": True} and sent["model"] == "fake-model"
+    )
 
 
 def test_ttft_is_measured_to_the_millisecond(fake):
@@ -64,11 +77,18 @@ def test_ttft_is_measured_to_the_millisecond(fake):
     assert all(45 <= gap <= 90 for gap in rec.itl_ms), rec.itl_ms
 
 
-@pytest.mark.parametrize("mode,kind", [
-    ("malformed", "malformed_stream"), ("badjson", "malformed_stream"), ("html", "not_openai"),
-    ("not_found", "not_openai"), ("http500_engine", "engine_dead"), ("inband_engine", "engine_dead"),
-    ("no_usage", None),
-])
+@pytest.mark.parametrize(
+    "mode,kind",
+    [
+        ("malformed", "malformed_stream"),
+        ("badjson", "malformed_stream"),
+        ("html", "not_openai"),
+        ("not_found", "not_openai"),
+        ("http500_engine", "engine_dead"),
+        ("inband_engine", "engine_dead"),
+        ("no_usage", None),
+    ],
+)
 def test_error_classes(fake, mode, kind):
     fake.mode = mode
     rec = chat(fake.url, BODY)
@@ -116,6 +136,7 @@ def test_api_key_is_sent():
         async def go():
             async with ChatClient(server.url, "fake-model", api_key="sk-test-0123456789abcdef") as c:
                 return await c.chat(ChatRequest("r", BODY))
+
         assert asyncio.run(go()).ok
         with pytest.raises(InputError, match="HTTP 401") as err:
             probe(server.url)
@@ -123,17 +144,30 @@ def test_api_key_is_sent():
         assert probe(server.url + "/v1", api_key="sk-test-0123456789abcdef").model == "fake-model"
 
 
-@pytest.mark.parametrize("calls,choice,finish,content,problem", [
-    ((), "required", "stop", "", "no tool call returned"),
-    ((ToolCall("1", "add", '{"a": 1}'),), "required", "tool_calls", "", "'b' is a required property"),
-    ((ToolCall("1", "add", '{"a": 1, "b": "x"}'),), "auto", "tool_calls", "", "is not of type 'integer'"),
-    ((ToolCall("1", "nope", "{}"),), "auto", "tool_calls", "", "unknown tool 'nope'"),
-    ((), "required", "length", '<tool_call>{"name": "add"', "markup '<tool_call>' left in content"),
-    ((ToolCall("1", "add", '{"a":1,"b":2}'), ToolCall("1", "add", '{"a":1,"b":2}')), "auto", "tool_calls", "",
-     "duplicate tool call ids"),
-    ((ToolCall("1", "add", '{"a":1,"b":2}'),), {"type": "function", "function": {"name": "sub"}}, "stop", "",
-     "but 'sub' was named"),
-])
+@pytest.mark.parametrize(
+    "calls,choice,finish,content,problem",
+    [
+        ((), "required", "stop", "", "no tool call returned"),
+        ((ToolCall("1", "add", '{"a": 1}'),), "required", "tool_calls", "", "'b' is a required property"),
+        ((ToolCall("1", "add", '{"a": 1, "b": "x"}'),), "auto", "tool_calls", "", "is not of type 'integer'"),
+        ((ToolCall("1", "nope", "{}"),), "auto", "tool_calls", "", "unknown tool 'nope'"),
+        ((), "required", "length", '<tool_call>{"name": "add"', "markup '<tool_call>' left in content"),
+        (
+            (ToolCall("1", "add", '{"a":1,"b":2}'), ToolCall("1", "add", '{"a":1,"b":2}')),
+            "auto",
+            "tool_calls",
+            "",
+            "duplicate tool call ids",
+        ),
+        (
+            (ToolCall("1", "add", '{"a":1,"b":2}'),),
+            {"type": "function", "function": {"name": "sub"}},
+            "stop",
+            "",
+            "but 'sub' was named",
+        ),
+    ],
+)
 def test_tool_check_problems(calls, choice, finish, content, problem):
     check = check_tool_calls(calls, [ADD], choice, finish, content)
     assert not check.valid and any(problem in p for p in check.problems), check.problems
@@ -170,9 +204,12 @@ def test_transport_keeps_connections_alive(fake):
         async with httpx.AsyncClient(mounts={"http://": Http11Transport()}) as c:
             before = fake.connections
             replies = [await c.get(fake.url + "/v1/models") for _ in range(3)]
-            streamed = [(await c.post(fake.url + "/v1/chat/completions", json={**BODY, "stream": True})).status_code
-                        for _ in range(2)]
+            streamed = [
+                (await c.post(fake.url + "/v1/chat/completions", json={**BODY, "stream": True})).status_code
+                for _ in range(2)
+            ]
             return [r.json()["data"][0]["id"] for r in replies], streamed, fake.connections - before
+
     ids, streamed, opened = asyncio.run(go())
     assert ids == ["fake-model"] * 3 and streamed == [200, 200] and opened == 1
 
@@ -213,6 +250,7 @@ def test_probe_rejects_a_server_that_is_not_openai():
 def test_a_keep_alive_connection_closed_while_idle_is_replaced():
     """A server that drops every connection after one response (without saying so): the second
     request finds its pooled connection dead before any byte and is sent again on a new one."""
+
     async def go():
         served = []
 
@@ -231,6 +269,7 @@ def test_a_keep_alive_connection_closed_while_idle_is_replaced():
             second = await c.get(f"http://127.0.0.1:{port}/b")
         server.close()
         return first.status_code, second.status_code, len(served)
+
     assert asyncio.run(go()) == (200, 200, 2)
 
 
@@ -248,4 +287,5 @@ def test_http10_and_read_until_close_bodies():
             resp = await c.get(f"http://127.0.0.1:{port}/")
         server.close()
         return resp.status_code, resp.text, resp.http_version
+
     assert asyncio.run(go()) == (200, "all of it", "HTTP/1.0")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from _load_fake_server import FakeOpenAI
+
 from oomkit.cli import main
 from oomkit.compare import CompareOptions, cache_vs_context, compare, judge, load_experiment, parse_experiment
 from oomkit.compare.checks import check_plan, retention_layers
@@ -24,16 +24,32 @@ from oomkit.workload.requestset import SetRequest
 REPO = Path(__file__).resolve().parent.parent
 SMALL_KV = REPO / "examples" / "testbed-small-kv.yaml"
 HYBRID = REPO / "examples" / "testbed-hybrid.yaml"
-WL = {"name": "c", "sessions": 4, "steps": 3, "system_instruction_tokens": 200, "format_rules_tokens": 20,
-      "user_task_tokens": 20, "workflow_metadata_tokens": 10, "output_tokens": 12,
-      "tools": {"count": 0}, "history": {"assistant_action_tokens": 10, "tool_result_tokens": 30}}
+WL = {
+    "name": "c",
+    "sessions": 4,
+    "steps": 3,
+    "system_instruction_tokens": 200,
+    "format_rules_tokens": 20,
+    "user_task_tokens": 20,
+    "workflow_metadata_tokens": 10,
+    "output_tokens": 12,
+    "tools": {"count": 0},
+    "history": {"assistant_action_tokens": 10, "tool_result_tokens": 30},
+}
 
 
 def experiment(tmp_path: Path, variants: list, **extra) -> Path:
     wl = tmp_path / "wl.yaml"
     wl.write_text(yaml.safe_dump(WL))
-    data = {"name": "t", "profile": str(SMALL_KV), "workload": str(wl), "concurrency": 2, "repeats": 2,
-            "variants": variants, **extra}
+    data = {
+        "name": "t",
+        "profile": str(SMALL_KV),
+        "workload": str(wl),
+        "concurrency": 2,
+        "repeats": 2,
+        "variants": variants,
+        **extra,
+    }
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -52,12 +68,15 @@ def test_a_two_factor_variant_is_refused_naming_both(tmp_path):
     assert "changes 2 factors (`concurrency` and `max_num_seqs`)" in msg and "split it" in msg
 
 
-@pytest.mark.parametrize("variant,text", [
-    ({"name": "x", "set": {"max_num_seq": 4}}, "unknown factor `max_num_seq`"),
-    ({"name": "x", "set": {"max_model_len": 1024}}, "the baseline's own value: it changes nothing"),
-    ({"name": "x", "set": {"concurrency": "four"}}, "concurrency = 'four' is not a valid value"),
-    ({"name": "x", "set": {}}, "changes 0 factors"),
-])
+@pytest.mark.parametrize(
+    "variant,text",
+    [
+        ({"name": "x", "set": {"max_num_seq": 4}}, "unknown factor `max_num_seq`"),
+        ({"name": "x", "set": {"max_model_len": 1024}}, "the baseline's own value: it changes nothing"),
+        ({"name": "x", "set": {"concurrency": "four"}}, "concurrency = 'four' is not a valid value"),
+        ({"name": "x", "set": {}}, "changes 0 factors"),
+    ],
+)
 def test_bad_variants(tmp_path, variant, text):
     with pytest.raises(InputError) as err:
         plan(tmp_path, [variant])
@@ -111,10 +130,15 @@ def test_noise_aware_verdict():
 
 
 def test_cut_history_keeps_head_last_steps_and_tail():
-    msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": "task"},
-            {"role": "assistant", "content": "a1", "tool_calls": [{"id": "1"}]}, {"role": "tool", "content": "r1"},
-            {"role": "assistant", "content": "a2", "tool_calls": [{"id": "2"}]}, {"role": "tool", "content": "r2"},
-            {"role": "user", "content": "step 3"}]
+    msgs = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": "a1", "tool_calls": [{"id": "1"}]},
+        {"role": "tool", "content": "r1"},
+        {"role": "assistant", "content": "a2", "tool_calls": [{"id": "2"}]},
+        {"role": "tool", "content": "r2"},
+        {"role": "user", "content": "step 3"},
+    ]
     req = SetRequest("x", "agent", 0, 3, {"messages": msgs})
     one = cut_history(req, 1).body["messages"]
     assert [m["content"] for m in one] == ["s", "task", "a2", "r2", "step 3"]
@@ -123,9 +147,14 @@ def test_cut_history_keeps_head_last_steps_and_tail():
 
 
 def test_cells_against_one_server_with_salt_repeats_and_verdicts(tmp_path):
-    exp = experiment(tmp_path, [{"name": "c1", "set": {"concurrency": 1}},
-                                {"name": "short", "set": {"history_turns": 0}},
-                                {"name": "out", "set": {"output_tokens": 4}}])
+    exp = experiment(
+        tmp_path,
+        [
+            {"name": "c1", "set": {"concurrency": 1}},
+            {"name": "short", "set": {"history_turns": 0}},
+            {"name": "out", "set": {"output_tokens": 4}},
+        ],
+    )
     with FakeOpenAI(token_delay_s=0.001) as fake:
         r = compare(str(exp), CompareOptions(runs_dir=str(tmp_path / "runs"), url=fake.url))
         salts = {req.get("cache_salt") for req in fake.requests}
@@ -147,8 +176,10 @@ def test_resume_runs_only_the_missing_cells(tmp_path):
     with FakeOpenAI(token_delay_s=0.0005) as fake:
         first = compare(str(exp), CompareOptions(runs_dir=str(tmp_path / "runs"), url=fake.url, repeats=1))
         sent = len(fake.requests)
-        again = compare(str(exp), CompareOptions(runs_dir=str(tmp_path / "runs"), url=fake.url, repeats=2,
-                                                 resume=str(first.run_dir)))
+        again = compare(
+            str(exp),
+            CompareOptions(runs_dir=str(tmp_path / "runs"), url=fake.url, repeats=2, resume=str(first.run_dir)),
+        )
         assert len(fake.requests) == 2 * sent  # only the two repeat-2 cells were sent
     assert again.run_dir == first.run_dir and len(again.data["cells"]) == 4
 

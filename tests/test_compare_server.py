@@ -20,9 +20,20 @@ REPO = Path(__file__).resolve().parent.parent
 # Each dialog's own part must reach past the next 256-token block: vLLM always keeps the state at
 # the last block boundary of a prompt (the replay boundary), so a shared prefix longer than that
 # boundary would hit with any retention (cpu-testbed.md §6: "A again" = 1024 in every row).
-WORKLOAD = {"name": "shared-prefix", "seed": 3, "sessions": 3, "steps": 1, "system_instruction_tokens": 640,
-            "format_rules_tokens": 20, "user_task_tokens": 400, "workflow_metadata_tokens": 10,
-            "tools": {"count": 0}, "output_tokens": 8, "ignore_eos": True, "temperature": 0.0}
+WORKLOAD = {
+    "name": "shared-prefix",
+    "seed": 3,
+    "sessions": 3,
+    "steps": 1,
+    "system_instruction_tokens": 640,
+    "format_rules_tokens": 20,
+    "user_task_tokens": 400,
+    "workflow_metadata_tokens": 10,
+    "tools": {"count": 0},
+    "output_tokens": 8,
+    "ignore_eos": True,
+    "temperature": 0.0,
+}
 
 
 @pytest.fixture(scope="module")
@@ -30,9 +41,16 @@ def result(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("retention")
     wl = tmp / "wl.yaml"
     wl.write_text(yaml.safe_dump(WORKLOAD))
-    spec = parse_experiment({"name": "retention", "profile": str(REPO / "examples" / "testbed-hybrid.yaml"),
-                             "workload": str(wl), "concurrency": 1, "repeats": 1,
-                             "variants": [{"name": "retention-0", "set": {"prefix_cache_retention_interval": 0}}]})
+    spec = parse_experiment(
+        {
+            "name": "retention",
+            "profile": str(REPO / "examples" / "testbed-hybrid.yaml"),
+            "workload": str(wl),
+            "concurrency": 1,
+            "repeats": 1,
+            "variants": [{"name": "retention-0", "set": {"prefix_cache_retention_interval": 0}}],
+        }
+    )
     return compare(spec, CompareOptions(runs_dir=str(tmp / "runs")))
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import CPU_LOGS, need
+
 from oomkit.cli import main
 from oomkit.decide import DecideOptions, decide, load_requirements, parse_requirements
 from oomkit.errors import InputError
@@ -46,24 +46,42 @@ def launch_folder(tmp_path: Path, log: str, args: dict | None = None, ready: boo
     folder.mkdir(parents=True)
     shutil.copy(src, folder / "server.log")
     t = analyse([str(folder / "server.log")]).to_dict()
-    manifest = {"schema": "oomkit.run/1", "run_id": folder.name, "kind": "launch", "state": "failed",
-                "oomkit_version": "0.1.0", "files": {"manifest.json": "this file", "server.log": "log"},
-                "profile": {"model": "testbed:llama", "args": args or {}}, "command": ["python", "-m", "vllm"],
-                "ready": ready, "reason": "exited_before_ready", "verdict": t["verdict"],
-                "phases": [{"phase": p["phase"], "line": p["line"]} for p in t["timeline"]],
-                "figures": t["facts"]["figures"], "vllm_version": t["facts"]["vllm_version"],
-                "env_snapshot": {"source": "live", "gpus": [], "gpu_note": "no NVIDIA GPU",
-                                 "software": {"cuda_flavour": "cpu", "vllm_version": "0.32.0"}}}
+    manifest = {
+        "schema": "oomkit.run/1",
+        "run_id": folder.name,
+        "kind": "launch",
+        "state": "failed",
+        "oomkit_version": "0.1.0",
+        "files": {"manifest.json": "this file", "server.log": "log"},
+        "profile": {"model": "testbed:llama", "args": args or {}},
+        "command": ["python", "-m", "vllm"],
+        "ready": ready,
+        "reason": "exited_before_ready",
+        "verdict": t["verdict"],
+        "phases": [{"phase": p["phase"], "line": p["line"]} for p in t["timeline"]],
+        "figures": t["facts"]["figures"],
+        "vllm_version": t["facts"]["vllm_version"],
+        "env_snapshot": {
+            "source": "live",
+            "gpus": [],
+            "gpu_note": "no NVIDIA GPU",
+            "software": {"cuda_flavour": "cpu", "vllm_version": "0.32.0"},
+        },
+    }
     (folder / "manifest.json").write_text(json.dumps(manifest))
     return folder
 
 
 def run_decide(tmp_path, runs, req=None, team="production"):
-    return decide([str(r) for r in runs], str(req or requirements(tmp_path)),
-                  DecideOptions(team=team, runs_dir=str(tmp_path / "decisions")))
+    return decide(
+        [str(r) for r in runs],
+        str(req or requirements(tmp_path)),
+        DecideOptions(team=team, runs_dir=str(tmp_path / "decisions")),
+    )
 
 
 # -- the rules, on real evidence ------------------------------------------------------------------
+
 
 def test_small_kv_above_the_knee_expands_with_headroom_numbers(tmp_path):
     d = run_decide(tmp_path, [copy_run(tmp_path, "ladder-small-kv")])
@@ -92,7 +110,9 @@ def test_headroom_below_reserve_expands_even_when_the_target_holds(tmp_path):
 
 
 def test_slo_breach_counts_as_a_failing_level(tmp_path):
-    req = requirements(tmp_path, concurrent_dialogs=1, peak_reserve_pct=0, slo={"ttft_p95_ms": 100, "e2e_p95_ms": 30000})
+    req = requirements(
+        tmp_path, concurrent_dialogs=1, peak_reserve_pct=0, slo={"ttft_p95_ms": 100, "e2e_p95_ms": 30000}
+    )
     d = run_decide(tmp_path, [copy_run(tmp_path, "ladder-small-kv")], req)
     # c=1 answered its first token in 67 ms; c=2 took 790 ms: above the 100 ms SLO.
     assert d.numbers["capacity_concurrency"] == 1 and d.numbers["first_bad_concurrency"] == 2
@@ -117,7 +137,9 @@ def test_load_phase_oom_is_topology_or_expansion_never_max_num_seqs(tmp_path):
     assert d.rule["id"] == "load_phase_oom" and d.verdict in ("change_topology", "expand")
     assert d.evidence and d.evidence[0]["line"] and "MemoryError" in json.dumps(d.evidence)
     advice = " ".join(d.recommendations)
-    assert "do not lower max_num_seqs" in advice and not any(r.startswith("lower max_num_seqs") for r in d.recommendations)
+    assert "do not lower max_num_seqs" in advice and not any(
+        r.startswith("lower max_num_seqs") for r in d.recommendations
+    )
 
 
 def test_load_phase_oom_with_unused_gpus_changes_topology(tmp_path):
@@ -159,6 +181,7 @@ def test_environment_mismatch_comes_first(tmp_path):
 
 # -- team profiles ----------------------------------------------------------------------------------
 
+
 def test_research_team_asks_nothing_more(tmp_path):
     d = run_decide(tmp_path, [copy_run(tmp_path, "ladder-small-kv")], team="research")
     assert d.verdict == "tune" and d.rule["id"] == "team_criteria" and d.team["name"] == "research"
@@ -188,6 +211,7 @@ def test_poc_team_uses_the_ladder_criteria(tmp_path):
 
 # -- the checklist ----------------------------------------------------------------------------------
 
+
 def test_checklist_item_by_item(tmp_path):
     d = run_decide(tmp_path, [copy_run(tmp_path, "ladder-small-kv")])
     items = {i.key: i for i in d.checklist}
@@ -211,14 +235,18 @@ def test_prefix_caching_off_without_comparison_fails_the_checklist(tmp_path):
 
 # -- bad input --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("change,text", [
-    ({"recovery_time_s": "5m"}, "the unit is seconds: write 300"),
-    ({"slo": {"ttft_p95_ms": "2s", "e2e_p95_ms": 30000}}, "the unit is milliseconds: write 2000"),
-    ({"peak_reserve_pct": "25%"}, "write the number without % (25)"),
-    ({"input_tokens": {"typical": "12k", "max": 20000}}, "write the plain number: 12000"),
-    ({"input_tokens": {"typical": 900, "max": 700}}, "typical (900) is larger than max (700)"),
-    ({"concurent_dialogs": 3}, "did you mean `concurrent_dialogs`"),
-])
+
+@pytest.mark.parametrize(
+    "change,text",
+    [
+        ({"recovery_time_s": "5m"}, "the unit is seconds: write 300"),
+        ({"slo": {"ttft_p95_ms": "2s", "e2e_p95_ms": 30000}}, "the unit is milliseconds: write 2000"),
+        ({"peak_reserve_pct": "25%"}, "write the number without % (25)"),
+        ({"input_tokens": {"typical": "12k", "max": 20000}}, "write the plain number: 12000"),
+        ({"input_tokens": {"typical": 900, "max": 700}}, "typical (900) is larger than max (700)"),
+        ({"concurent_dialogs": 3}, "did you mean `concurrent_dialogs`"),
+    ],
+)
 def test_requirements_with_wrong_units_say_what_to_write(tmp_path, change, text):
     with pytest.raises(InputError) as err:
         load_requirements(requirements(tmp_path, **change))
@@ -262,8 +290,17 @@ def test_runs_with_different_request_sets_are_refused(tmp_path):
 def test_cli_json_and_errors(tmp_path, capsys):
     run = copy_run(tmp_path, "ladder-small-kv")
     with pytest.raises(SystemExit) as code:
-        main(["decide", str(run), "--requirements", str(requirements(tmp_path)), "--json",
-              "--runs-dir", str(tmp_path / "d")])
+        main(
+            [
+                "decide",
+                str(run),
+                "--requirements",
+                str(requirements(tmp_path)),
+                "--json",
+                "--runs-dir",
+                str(tmp_path / "d"),
+            ]
+        )
     assert code.value.code == 0
     out = json.loads(capsys.readouterr().out)
     assert out["verdict"] == "expand" and out["checklist"]["phases"] == "done" and out["team"]["name"] == "production"

@@ -8,8 +8,9 @@ import json
 import shutil
 from pathlib import Path
 
-from oomkit.decide import DecideOptions, decide
 from test_decide import requirements
+
+from oomkit.decide import DecideOptions, decide
 
 FIX = Path(__file__).parent / "fixtures" / "decide" / "investigation-small-kv"
 
@@ -32,8 +33,11 @@ def edit(comp: Path, change) -> None:
 
 
 def run(tmp_path, paths, team="production", **req):
-    return decide([str(p) for p in paths], str(requirements(tmp_path, **req)),
-                  DecideOptions(team=team, runs_dir=str(tmp_path / "d")))
+    return decide(
+        [str(p) for p in paths],
+        str(requirements(tmp_path, **req)),
+        DecideOptions(team=team, runs_dir=str(tmp_path / "d")),
+    )
 
 
 def test_agent_team_with_the_comparisons(tmp_path):
@@ -59,10 +63,19 @@ def test_a_server_side_change_that_holds_the_target_is_tune(tmp_path):
     ladder, comp = folders(tmp_path)
 
     def add_mode(d):
-        d["modes"].append({"name": "more-blocks", "factor": "num_gpu_blocks_override", "value": 24, "side": "server",
-                           "baseline_value": 12, "notes": []})
+        d["modes"].append(
+            {
+                "name": "more-blocks",
+                "factor": "num_gpu_blocks_override",
+                "value": 24,
+                "side": "server",
+                "baseline_value": 12,
+                "notes": [],
+            }
+        )
         base = next(c for c in d["cells"] if c["mode"] == "baseline")
         d["cells"].append({**base, "mode": "more-blocks", "label": "more-blocks#1", "preemptions": 0.0})
+
     edit(comp, add_mode)
     d = run(tmp_path, [ladder, comp])
     assert d.verdict == "tune" and "more-blocks (num_gpu_blocks_override 24) holds it" in d.summary
@@ -73,11 +86,21 @@ def test_disabling_prefix_caching_needs_the_hit_rate_comparison(tmp_path):
     ladder, comp = folders(tmp_path)
 
     def add_mode(d):
-        d["modes"].append({"name": "no-prefix", "factor": "enable_prefix_caching", "value": False, "side": "server",
-                           "baseline_value": True, "notes": []})
+        d["modes"].append(
+            {
+                "name": "no-prefix",
+                "factor": "enable_prefix_caching",
+                "value": False,
+                "side": "server",
+                "baseline_value": True,
+                "notes": [],
+            }
+        )
         base = next(c for c in d["cells"] if c["mode"] == "baseline")
-        d["cells"].append({**base, "mode": "no-prefix", "label": "no-prefix#1", "preemptions": 0.0,
-                           "prefix_cache_hit_rate": 0.0})
+        d["cells"].append(
+            {**base, "mode": "no-prefix", "label": "no-prefix#1", "preemptions": 0.0, "prefix_cache_hit_rate": 0.0}
+        )
+
     edit(comp, add_mode)
     d = run(tmp_path, [ladder, comp])
     # The hit rate was measured in both modes, so the change may be recommended, with its numbers.
@@ -88,12 +111,21 @@ def test_disabling_prefix_caching_without_hit_rates_is_never_recommended(tmp_pat
     ladder, comp = folders(tmp_path)
 
     def add_mode(d):
-        d["modes"].append({"name": "no-prefix", "factor": "enable_prefix_caching", "value": False, "side": "server",
-                           "baseline_value": True, "notes": []})
+        d["modes"].append(
+            {
+                "name": "no-prefix",
+                "factor": "enable_prefix_caching",
+                "value": False,
+                "side": "server",
+                "baseline_value": True,
+                "notes": [],
+            }
+        )
         base = next(c for c in d["cells"] if c["mode"] == "baseline")
         d["cells"].append({**base, "mode": "no-prefix", "label": "no-prefix#1", "preemptions": 0.0})
         for c in d["cells"]:
             c["prefix_cache_hit_rate"] = None
+
     edit(comp, add_mode)
     d = run(tmp_path, [ladder, comp])
     assert d.verdict == "expand" and not any("enable_prefix_caching" in r for r in d.recommendations)

@@ -61,8 +61,11 @@ def test_k3_fails_h100_on_driver_and_cuda():
     assert report.overall == "fail"
     assert {"NVIDIA driver >= r580", "CUDA 13 build (cu130)"} <= failed
     assert ">= 32 GPUs" in failed  # strategy_min_gpus.h100 raises the floor from 8
-    assert any(r.requirement.startswith("no exported value") and "VLLM_ENGINE_READY_TIMEOUT_S=600" in r.found
-               for r in report.rows if r.status == "fail")
+    assert any(
+        r.requirement.startswith("no exported value") and "VLLM_ENGINE_READY_TIMEOUT_S=600" in r.found
+        for r in report.rows
+        if r.status == "fail"
+    )
     # the driver row failing is about the driver, not the build's own CUDA: cu129 on a 12.9 driver is fine
     assert "driver supports CUDA 12.9 (the build's)" in rows_by_status(report)["pass"]
 
@@ -93,13 +96,17 @@ def test_unknown_is_never_a_pass_without_gpus():
     by = rows_by_status(report)
     assert report.overall != "pass"
     assert {"NVIDIA driver >= r580", ">= 8 GPUs", "GPU memory >= 1680 GB (variant default)"} <= by["unknown"]
-    assert any(r.requirement.startswith("GPU among verified") and "--hardware gb300 named" in r.found
-               for r in report.rows if r.status == "unknown")
+    assert any(
+        r.requirement.startswith("GPU among verified") and "--hardware gb300 named" in r.found
+        for r in report.rows
+        if r.status == "unknown"
+    )
 
 
 def test_strategy_hardware_grants_and_bans():
     assert rows_by_status(check_recipe(K3, snap("h100-8x-r575"), strategy="multi_node_dep"))["fail"] >= {
-        "multi_node_dep supported on this hardware"}
+        "multi_node_dep supported on this hardware"
+    }
     gb300 = check_recipe(K3, snap("gb300-8x-r580"), strategy="multi_node_tp_dp")
     assert "multi_node_tp_dp supported on this hardware" in rows_by_status(gb300)["pass"]
     b200 = check_recipe(K3, snap("b200-8x-r580"), strategy="multi_node_tp_dp")
@@ -135,8 +142,11 @@ def test_pcie_only_node_fails_the_tp_interconnect(tmp_path):
 
 
 def test_mig_enabled_fails(tmp_path):
-    folder = _copy("gb300-8x-r580", tmp_path, ("nvidia-smi-q.xml", "<current_mig>Disabled</current_mig>",
-                                               "<current_mig>Enabled</current_mig>"))
+    folder = _copy(
+        "gb300-8x-r580",
+        tmp_path,
+        ("nvidia-smi-q.xml", "<current_mig>Disabled</current_mig>", "<current_mig>Enabled</current_mig>"),
+    )
     row = next(r for r in check_recipe(K3, load_snapshot_from_dir(folder)).rows if r.requirement == "MIG off")
     assert row.status == "fail" and row.found.startswith("MIG enabled on GPU 0, 1")
 
@@ -197,9 +207,11 @@ def test_bad_recipe_files(tmp_path):
 
 def test_recipe_tolerates_nulls_numbers_and_new_keys(tmp_path):
     path = tmp_path / "r.yaml"
-    path.write_text("model:\n  model_id: org/m\n  min_vllm_version: 0.10\n  base_env:\n    VLLM_X: 1\n"
-                    "  base_args:\n    - --max-num-seqs\n    - 8\nhardware_overrides:\n  hopper:\n    extra_env:\n"
-                    "future_key: {anything: true}\ncompatible_strategies: [single_node_tp]\n")
+    path.write_text(
+        "model:\n  model_id: org/m\n  min_vllm_version: 0.10\n  base_env:\n    VLLM_X: 1\n"
+        "  base_args:\n    - --max-num-seqs\n    - 8\nhardware_overrides:\n  hopper:\n    extra_env:\n"
+        "future_key: {anything: true}\ncompatible_strategies: [single_node_tp]\n"
+    )
     rec = load_recipe(path)
     assert rec.model.base_env == {"VLLM_X": "1"} and rec.model.base_args == ["--max-num-seqs", "8"]
     assert rec.hardware_overrides["hopper"].extra_env == {} and rec.model.min_vllm_version == "0.10"

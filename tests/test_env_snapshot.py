@@ -31,14 +31,17 @@ def _no_nvml():
     class Missing:
         def nvmlInit(self):
             raise RuntimeError("NVML Shared Library Not Found")
+
     return Missing()
 
 
 def _smi_from(folder: Path):
     """An nvidia-smi runner that answers with a captured folder's files."""
+
     def run(args: list[str]):
         name = "nvidia-smi-q.xml" if args == ["-q", "-x"] else "topo-m.txt"
         return (folder / name).read_text(), None
+
     return run
 
 
@@ -70,10 +73,16 @@ def test_snapshot_json_round_trips():
 
 
 def test_env_vars_that_matter_are_kept_and_secrets_masked():
-    environ = {"VLLM_API_KEY": "sk-abcdefghijklmnopqrstuv", "NCCL_DEBUG": "INFO", "PATH": "/usr/bin",
-               "HF_TOKEN": "hf_abcdefghijklmnopqrstuvwxyz", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
-               "UCX_TLS": "rc,cuda_copy", "CUDA_VISIBLE_DEVICES": "1,0",
-               "VLLM_LOGGING_CONFIG_PATH": "https://user:hunter2@example.com/x"}
+    environ = {
+        "VLLM_API_KEY": "sk-abcdefghijklmnopqrstuv",
+        "NCCL_DEBUG": "INFO",
+        "PATH": "/usr/bin",
+        "HF_TOKEN": "hf_abcdefghijklmnopqrstuvwxyz",
+        "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+        "UCX_TLS": "rc,cuda_copy",
+        "CUDA_VISIBLE_DEVICES": "1,0",
+        "VLLM_LOGGING_CONFIG_PATH": "https://user:hunter2@example.com/x",
+    }
     snap = take_snapshot(environ=environ, nvml=_no_nvml(), run_smi=lambda a: (None, "absent"))
     assert snap.env["VLLM_API_KEY"] == "***"
     assert {"NCCL_DEBUG", "PYTORCH_CUDA_ALLOC_CONF", "UCX_TLS", "CUDA_VISIBLE_DEVICES"} <= set(snap.env)
@@ -109,17 +118,38 @@ class FakeNvml:
     def __init__(self):
         self.shut = False
 
-    def nvmlInit(self): pass
-    def nvmlShutdown(self): self.shut = True
-    def nvmlSystemGetDriverVersion(self): return "580.82.07"
-    def nvmlSystemGetCudaDriverVersion_v2(self): return 13000
-    def nvmlDeviceGetCount(self): return 2
-    def nvmlDeviceGetHandleByIndex(self, i): return i
-    def nvmlDeviceGetName(self, h): return b"NVIDIA GB300"
-    def nvmlDeviceGetMemoryInfo(self, h): return self._Mem()
-    def nvmlDeviceGetUUID(self, h): return f"GPU-0000000{h}-aaaa-bbbb-cccc-dddddddddddd"
-    def nvmlDeviceGetPciInfo(self, h): return self._Pci(h)
-    def nvmlDeviceGetGpuFabricInfo(self, h): return self._Fabric()
+    def nvmlInit(self):
+        pass
+
+    def nvmlShutdown(self):
+        self.shut = True
+
+    def nvmlSystemGetDriverVersion(self):
+        return "580.82.07"
+
+    def nvmlSystemGetCudaDriverVersion_v2(self):
+        return 13000
+
+    def nvmlDeviceGetCount(self):
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return i
+
+    def nvmlDeviceGetName(self, h):
+        return b"NVIDIA GB300"
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        return self._Mem()
+
+    def nvmlDeviceGetUUID(self, h):
+        return f"GPU-0000000{h}-aaaa-bbbb-cccc-dddddddddddd"
+
+    def nvmlDeviceGetPciInfo(self, h):
+        return self._Pci(h)
+
+    def nvmlDeviceGetGpuFabricInfo(self, h):
+        return self._Fabric()
 
     def nvmlDeviceGetMigMode(self, h):
         if h == 0:
@@ -129,8 +159,9 @@ class FakeNvml:
 
 def test_nvml_path_maps_the_pynvml_answers():
     nvml = FakeNvml()
-    snap = take_snapshot(environ={"CUDA_VISIBLE_DEVICES": "1"}, nvml=nvml,
-                         run_smi=lambda a: (None, "topology not available"))
+    snap = take_snapshot(
+        environ={"CUDA_VISIBLE_DEVICES": "1"}, nvml=nvml, run_smi=lambda a: (None, "topology not available")
+    )
     assert nvml.shut
     assert snap.driver.source == "nvml" and snap.driver.cuda_driver_version == "13.0"
     g0, g1 = snap.gpus
@@ -141,11 +172,24 @@ def test_nvml_path_maps_the_pynvml_answers():
     assert "topology unknown: topology not available" in snap.notes
 
 
-@pytest.mark.parametrize("folder, name, mib, driver, cuda, dist, version, flavour, nccl", [
-    (GB300, "NVIDIA GB300", 284208, "580.82.07", "13.0", "vllm", "0.27.2.dev112+gc0ffee123.cu130", "cu130", "2.28.3"),
-    (H100, "NVIDIA H100 80GB HBM3", 81559, "575.57.08", "12.9", "vllm", "0.27.1+cu129", "cu129", "2.27.7"),
-    (B200, "NVIDIA B200", 183359, "580.95.05", "13.0", "vllm", "0.28.0+cu130", "cu130", "2.28.3"),
-])
+@pytest.mark.parametrize(
+    "folder, name, mib, driver, cuda, dist, version, flavour, nccl",
+    [
+        (
+            GB300,
+            "NVIDIA GB300",
+            284208,
+            "580.82.07",
+            "13.0",
+            "vllm",
+            "0.27.2.dev112+gc0ffee123.cu130",
+            "cu130",
+            "2.28.3",
+        ),
+        (H100, "NVIDIA H100 80GB HBM3", 81559, "575.57.08", "12.9", "vllm", "0.27.1+cu129", "cu129", "2.27.7"),
+        (B200, "NVIDIA B200", 183359, "580.95.05", "13.0", "vllm", "0.28.0+cu130", "cu130", "2.28.3"),
+    ],
+)
 def test_captured_folders(folder, name, mib, driver, cuda, dist, version, flavour, nccl):
     snap = load_snapshot_from_dir(folder)
     assert snap.source == "captured" and len(snap.gpus) == 8
@@ -157,11 +201,17 @@ def test_captured_folders(folder, name, mib, driver, cuda, dist, version, flavou
     assert sw.torch_cuda == cuda
     assert snap.topology.nvlink_all_pairs() is True and len(snap.topology.gpus) == 8
     assert all(d.active for d in snap.host.rdma_devices) and snap.host.rdma_devices
-    assert dict(snap.host.ulimits) == {"memlock": "unlimited", "nofile": "1048576", "stack": "8192", "nproc": "unlimited"}
+    assert dict(snap.host.ulimits) == {
+        "memlock": "unlimited",
+        "nofile": "1048576",
+        "stack": "8192",
+        "nproc": "unlimited",
+    }
     assert "vLLM image" in snap.host.container_hints
     assert "HF_TOKEN" not in snap.env and snap.cuda_visible_devices is None
     assert sorted(kind for kind, _ in snap.files) == sorted(
-        ["nvidia-smi", "topo", "packages", "env", "meminfo", "cpu", "ulimit", "infiniband"])
+        ["nvidia-smi", "topo", "packages", "env", "meminfo", "cpu", "ulimit", "infiniband"]
+    )
     assert snap.notes == ()
 
 
@@ -189,18 +239,27 @@ def test_partial_capture_becomes_notes(tmp_path):
 
 
 def test_capture_files_are_recognised_by_content_when_names_differ(tmp_path):
-    for src, dst in (("nvidia-smi-q.xml", "a"), ("topo-m.txt", "b"), ("pip-list.txt", "c"), ("env.txt", "d"),
-                     ("meminfo.txt", "e"), ("ulimit.txt", "f")):
+    for src, dst in (
+        ("nvidia-smi-q.xml", "a"),
+        ("topo-m.txt", "b"),
+        ("pip-list.txt", "c"),
+        ("env.txt", "d"),
+        ("meminfo.txt", "e"),
+        ("ulimit.txt", "f"),
+    ):
         shutil.copy(GB300 / src, tmp_path / dst)
     snap = load_snapshot_from_dir(tmp_path)
     assert sorted(k for k, _ in snap.files) == ["env", "meminfo", "nvidia-smi", "packages", "topo", "ulimit"]
 
 
-@pytest.mark.parametrize("text, message", [
-    ("<nvidia_smi_log><gpu>", "not well-formed XML"),
-    ("<?xml version='1.0'?><other/>", "not <nvidia_smi_log>"),
-    ('<!DOCTYPE x [<!ENTITY a "aaaa">]><nvidia_smi_log>&a;</nvidia_smi_log>', "entity declarations"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("<nvidia_smi_log><gpu>", "not well-formed XML"),
+        ("<?xml version='1.0'?><other/>", "not <nvidia_smi_log>"),
+        ('<!DOCTYPE x [<!ENTITY a "aaaa">]><nvidia_smi_log>&a;</nvidia_smi_log>', "entity declarations"),
+    ],
+)
 def test_unusable_nvidia_smi_capture_is_an_input_error(tmp_path, text, message):
     (tmp_path / "nvidia-smi-q.xml").write_text(text)
     with pytest.raises(InputError, match=message):
@@ -229,7 +288,11 @@ def test_packages_of_another_interpreter():
 
     here, there = read_software(None), read_software(sys.executable)
     assert (there.vllm_distribution, there.vllm_version, there.torch_version, there.torch_cuda) == (
-        here.vllm_distribution, here.vllm_version, here.torch_version, here.torch_cuda)
+        here.vllm_distribution,
+        here.vllm_version,
+        here.torch_version,
+        here.torch_cuda,
+    )
     assert there.source == sys.executable and there.packages > 0
     with pytest.raises(InputError, match="cannot read packages"):
         read_software("/nonexistent/bin/python")
@@ -240,7 +303,11 @@ def test_interpreter_without_vllm_says_how_to_install_it(tmp_path):
     import sys
 
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
-    snap = take_snapshot(environ={}, python=str(tmp_path / "venv" / "bin" / "python"), nvml=_no_nvml(),
-                         run_smi=lambda a: (None, "absent"))
+    snap = take_snapshot(
+        environ={},
+        python=str(tmp_path / "venv" / "bin" / "python"),
+        nvml=_no_nvml(),
+        run_smi=lambda a: (None, "absent"),
+    )
     assert snap.software.vllm_distribution is None and snap.software.torch_version is None
     assert any("vLLM is not installed" in n and "pip install vllm" in n for n in snap.notes)

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from _fault_proxy import FAULTS, FaultProxy
 from _load_fake_server import FakeOpenAI
+
 from oomkit.cli import main
 from oomkit.client.chat import ChatClient, ChatRequest, ClientOptions
 from oomkit.compare import CompareOptions, compare
@@ -43,9 +43,11 @@ def upstream():
 def chat_through(proxy: FaultProxy, n: int = 1) -> list:
     async def go():
         async with asyncio.timeout(20):  # a hang fails here, not in CI's global timeout
-            async with ChatClient(proxy.url, "fake-model",
-                                  options=ClientOptions(stall_timeout_s=STALL_S, timeout_s=10)) as client:
+            async with ChatClient(
+                proxy.url, "fake-model", options=ClientOptions(stall_timeout_s=STALL_S, timeout_s=10)
+            ) as client:
                 return [await client.chat(ChatRequest(str(i), BODY)) for i in range(n)]
+
     return asyncio.run(go())
 
 
@@ -53,9 +55,9 @@ def chat_through(proxy: FaultProxy, n: int = 1) -> list:
 def test_each_fault_is_recorded_with_its_class(upstream, fault):
     with FaultProxy(upstream.url, [fault]) as proxy:
         began = time.monotonic()
-        rec, = chat_through(proxy)
+        (rec,) = chat_through(proxy)
         took = time.monotonic() - began
-        entry, = proxy.log
+        (entry,) = proxy.log
     assert rec.error_kind == faults.EXPECTED_KIND[fault], rec.error
     assert rec.ok == (faults.EXPECTED_KIND[fault] is None)
     assert entry["fault"] == fault and entry["outcome"]
@@ -140,13 +142,31 @@ class DiesAfter(FakeOpenAI):
 
 
 def test_a_dead_baseline_ends_the_compare_and_resume_finishes_it(tmp_path):
-    wl = {"name": "c", "sessions": 2, "steps": 2, "system_instruction_tokens": 40, "format_rules_tokens": 10,
-          "user_task_tokens": 10, "workflow_metadata_tokens": 10, "output_tokens": 6, "tools": {"count": 0}}
+    wl = {
+        "name": "c",
+        "sessions": 2,
+        "steps": 2,
+        "system_instruction_tokens": 40,
+        "format_rules_tokens": 10,
+        "user_task_tokens": 10,
+        "workflow_metadata_tokens": 10,
+        "output_tokens": 6,
+        "tools": {"count": 0},
+    }
     (tmp_path / "wl.yaml").write_text(yaml.safe_dump(wl))
     exp = tmp_path / "exp.yaml"
-    exp.write_text(yaml.safe_dump({"name": "t", "profile": str(faults.PROFILE), "workload": str(tmp_path / "wl.yaml"),
-                                   "concurrency": 1, "repeats": 2,
-                                   "variants": [{"name": "out", "set": {"output_tokens": 3}}]}))
+    exp.write_text(
+        yaml.safe_dump(
+            {
+                "name": "t",
+                "profile": str(faults.PROFILE),
+                "workload": str(tmp_path / "wl.yaml"),
+                "concurrency": 1,
+                "repeats": 2,
+                "variants": [{"name": "out", "set": {"output_tokens": 3}}],
+            }
+        )
+    )
     with DiesAfter(6, token_delay_s=0.0005) as fake:  # 4 requests per cell: dies in cell 2
         opts = CompareOptions(runs_dir=str(tmp_path / "runs"), url=fake.url)
         with pytest.raises(RunFailed, match=r"the baseline server died during cell out#1: serving_prefill") as err:
@@ -162,7 +182,11 @@ def test_a_dead_baseline_ends_the_compare_and_resume_finishes_it(tmp_path):
     assert cells[1]["failure"]["kind"] == "engine_dead" and cells[1]["failure"]["evidence"]
     d = done.data
     assert done.run_dir == folder and sorted((c["mode"], c["repeat"]) for c in d["cells"]) == [
-        ("baseline", 1), ("baseline", 2), ("out", 1), ("out", 2)]
+        ("baseline", 1),
+        ("baseline", 2),
+        ("out", 1),
+        ("out", 2),
+    ]
     assert all(c["failure"] is None and c["errors"] == 0 for c in d["cells"])
     assert [c["label"] for c in d["failed_cells"]] == ["out#1"] and d["server_deaths"] == {}
     assert {v["metric"]: v["verdict"] for v in d["comparisons"]["out"]}["errors"] == "same"
@@ -170,10 +194,17 @@ def test_a_dead_baseline_ends_the_compare_and_resume_finishes_it(tmp_path):
     assert final["state"] == "complete" and final["reason"] is None and final["error"] is None
 
 
-LADDER_WL = {"name": "l", "sessions": 2, "steps": 1, "system_instruction_tokens": 40, "format_rules_tokens": 10,
-             "user_task_tokens": 10, "workflow_metadata_tokens": 10, "output_tokens": 6,
-             "tools": {"count": 1, "schema_tokens": 20, "strict": True, "choice": "required",
-                       "parameter_types": ["integer"]}}
+LADDER_WL = {
+    "name": "l",
+    "sessions": 2,
+    "steps": 1,
+    "system_instruction_tokens": 40,
+    "format_rules_tokens": 10,
+    "user_task_tokens": 10,
+    "workflow_metadata_tokens": 10,
+    "output_tokens": 6,
+    "tools": {"count": 1, "schema_tokens": 20, "strict": True, "choice": "required", "parameter_types": ["integer"]},
+}
 LADDER_OPTS = ["--max-concurrency", "2", "--max-history-doublings", "2"]
 BEFORE_C2 = 7  # short 1, tool 1, agent steps 1, history x1 x2 x4, rung c1 1: the 8th request is rung c2's
 
@@ -183,8 +214,9 @@ def test_a_dead_server_under_the_ladder_is_resumed_not_its_result(tmp_path, caps
     runs = str(tmp_path / "runs")
     with DiesAfter(BEFORE_C2 + 1) as fake:
         with pytest.raises(SystemExit) as exit_:
-            main(["ladder", "--url", fake.url, "--workload", str(tmp_path / "wl.yaml"), "--runs-dir", runs,
-                  *LADDER_OPTS])
+            main(
+                ["ladder", "--url", fake.url, "--workload", str(tmp_path / "wl.yaml"), "--runs-dir", runs, *LADDER_OPTS]
+            )
         err = capsys.readouterr().err
         (run,) = (tmp_path / "runs").iterdir()
         manifest = json.loads((run / "manifest.json").read_text())
@@ -220,7 +252,7 @@ def test_a_dead_server_under_the_ladder_is_resumed_not_its_result(tmp_path, caps
     assert list_runs(runs)[0].state == "complete"
 
 
-FAKE_ENGINE_DIES = r'''
+FAKE_ENGINE_DIES = r"""
 import http.server, json, os, sys
 argv = sys.argv[1:]
 port, flag = int(argv[argv.index("--port") + 1]), os.environ["FAKE_DEAD_FLAG"]
@@ -234,16 +266,25 @@ class H(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 print("(APIServer pid=1) INFO 12-02 16:31:07 [entry.py:140] Starting vLLM server", flush=True)
 http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
-'''
+"""
 
 
 @pytest.mark.parametrize("engine_dies", [False, True])
 def test_an_engine_dead_behind_a_live_api_server_fails_the_launch(tmp_path, engine_dies):
     script, flag = tmp_path / "fake.py", tmp_path / "engine-dead"
     script.write_text(FAKE_ENGINE_DIES)
-    profile = parse_profile(yaml.safe_dump({"model": "m", "port": "auto", "start_timeout_s": 20, "stop_timeout_s": 2,
-                                            "start": {"command": [sys.executable, str(script)]},
-                                            "env": {"FAKE_DEAD_FLAG": str(flag)}}))
+    profile = parse_profile(
+        yaml.safe_dump(
+            {
+                "model": "m",
+                "port": "auto",
+                "start_timeout_s": 20,
+                "stop_timeout_s": 2,
+                "start": {"command": [sys.executable, str(script)]},
+                "env": {"FAKE_DEAD_FLAG": str(flag)},
+            }
+        )
+    )
     try:
         with launched(profile, runs_dir=tmp_path / "runs") as server:
             if engine_dies:
@@ -318,15 +359,36 @@ def test_a_variant_server_that_dies_is_that_variants_result(tmp_path):
     script.write_text(FAKE_VLLM_ON_PORT)
     profile = tmp_path / "profile.yaml"
     command = [sys.executable, str(script), str(Path(__file__).parent)]
-    profile.write_text(yaml.safe_dump({"model": "m", "port": "auto", "start_timeout_s": 20, "stop_timeout_s": 2,
-                                       "start": {"command": command}}))
-    wl = {"name": "c", "sessions": 2, "steps": 2, "system_instruction_tokens": 40, "format_rules_tokens": 10,
-          "user_task_tokens": 10, "workflow_metadata_tokens": 10, "output_tokens": 6, "tools": {"count": 0}}
+    profile.write_text(
+        yaml.safe_dump(
+            {"model": "m", "port": "auto", "start_timeout_s": 20, "stop_timeout_s": 2, "start": {"command": command}}
+        )
+    )
+    wl = {
+        "name": "c",
+        "sessions": 2,
+        "steps": 2,
+        "system_instruction_tokens": 40,
+        "format_rules_tokens": 10,
+        "user_task_tokens": 10,
+        "workflow_metadata_tokens": 10,
+        "output_tokens": 6,
+        "tools": {"count": 0},
+    }
     (tmp_path / "wl.yaml").write_text(yaml.safe_dump(wl))
     exp = tmp_path / "exp.yaml"
-    exp.write_text(yaml.safe_dump({"name": "t", "profile": str(profile), "workload": str(tmp_path / "wl.yaml"),
-                                   "concurrency": 1, "repeats": 1,
-                                   "variants": [{"name": "seqs", "set": {"max_num_seqs": 2}}]}))
+    exp.write_text(
+        yaml.safe_dump(
+            {
+                "name": "t",
+                "profile": str(profile),
+                "workload": str(tmp_path / "wl.yaml"),
+                "concurrency": 1,
+                "repeats": 1,
+                "variants": [{"name": "seqs", "set": {"max_num_seqs": 2}}],
+            }
+        )
+    )
     result = compare(str(exp), CompareOptions(runs_dir=str(tmp_path / "runs")))
     d = result.data
     assert [c["mode"] for c in d["cells"]] == ["baseline"] and [c["label"] for c in d["failed_cells"]] == ["seqs#1"]
@@ -370,14 +432,33 @@ def test_a_launched_server_that_dies_under_the_ladder_fails_the_launch_and_resum
     script.write_text(FAKE_VLLM_DIES_ONCE)
     profile = tmp_path / "profile.yaml"
     env = {"FAKE_DIE_AT": str(BEFORE_C2 + 1), "FAKE_DIED": str(tmp_path / "died")}
-    profile.write_text(yaml.safe_dump({"model": "m", "port": "auto", "start_timeout_s": 20, "stop_timeout_s": 2,
-                                       "start": {"command": [sys.executable, str(script), str(Path(__file__).parent)]},
-                                       "env": env}))
+    profile.write_text(
+        yaml.safe_dump(
+            {
+                "model": "m",
+                "port": "auto",
+                "start_timeout_s": 20,
+                "stop_timeout_s": 2,
+                "start": {"command": [sys.executable, str(script), str(Path(__file__).parent)]},
+                "env": env,
+            }
+        )
+    )
     (tmp_path / "wl.yaml").write_text(yaml.safe_dump(LADDER_WL))
     runs = str(tmp_path / "runs")
     with pytest.raises(SystemExit) as exit_:
-        main(["ladder", "--profile", str(profile), "--workload", str(tmp_path / "wl.yaml"), "--runs-dir", runs,
-              *LADDER_OPTS])
+        main(
+            [
+                "ladder",
+                "--profile",
+                str(profile),
+                "--workload",
+                str(tmp_path / "wl.yaml"),
+                "--runs-dir",
+                runs,
+                *LADDER_OPTS,
+            ]
+        )
     err = capsys.readouterr().err
     (run,) = (tmp_path / "runs").iterdir()
     manifest = json.loads((run / "manifest.json").read_text())

@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.server, pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                                                     reason="needs vLLM (pip install 'oomkit[testbed]')")]
+pytestmark = [
+    pytest.mark.server,
+    pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (pip install 'oomkit[testbed]')"),
+]
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import faults  # noqa: E402
@@ -47,7 +49,7 @@ def test_engine_killed_during_start_fails_the_launch_with_the_evidence(start_kil
     assert any(CORE_FAILED in e["text"] for e in data["verdict"]["evidence"])
     assert data["verdict"]["phase"] != "healthy"  # (what triage makes of the kill: see docs/reliability.md)
     assert data["stop"]["survivors"] == [] and o.survivors == [] and len(data["stop"]["seen_pids"]) >= 2
-    manifest, = (m for m in o.detail["folders"]["manifests"] if m["kind"] == "launch")
+    (manifest,) = (m for m in o.detail["folders"]["manifests"] if m["kind"] == "launch")
     assert (manifest["state"], manifest["reason"]) == ("failed", "exited_before_ready")
     assert "Traceback" not in o.detail["stderr_tail"] and error_lines(o.detail["stderr_tail"]) == []
 
@@ -69,7 +71,7 @@ def compare_killed(tmp_path_factory):
 def test_engine_killed_during_compare_records_the_dead_cell_and_fails(compare_killed):
     o = compare_killed
     assert o.survived, (o.why, o.detail.get("stderr_tail"))
-    line, = error_lines(o.detail["stderr_tail"])
+    (line,) = error_lines(o.detail["stderr_tail"])
     assert "the baseline server died during cell" in line and "--resume" in line
     manifest, cells = o.detail["manifest"], o.detail["cells"]
     assert (manifest["state"], manifest["reason"]) == ("failed", "baseline_server_died")
@@ -105,7 +107,7 @@ def ladder_resumed(ladder_killed):
 def test_engine_killed_during_ladder_records_the_dead_step_and_fails(ladder_killed):
     o = ladder_killed
     assert o.survived, (o.why, o.detail.get("stderr_tail"))
-    line, = o.detail["error_lines"]
+    (line,) = o.detail["error_lines"]
     assert line.startswith("oomkit: error: the server died during step concurrency: ")
     assert line.endswith(f"(the finished steps are kept; continue with --resume {o.detail['folder']})")
     manifest, steps = o.detail["manifest"], o.detail["steps"]
@@ -114,11 +116,14 @@ def test_engine_killed_during_ladder_records_the_dead_step_and_fails(ladder_kill
     assert [s["name"] for s in steps] == faults.LADDER_STEPS[:5] and all(s["failure"] is None for s in steps[:4])
     dead = steps[-1]["failure"]
     assert dead["kind"] == "engine_dead" and dead["source"] == "server log" and dead["evidence"]
-    assert manifest["server_death"] == {"step": "concurrency", "server_run": o.detail["folder"],
-                                        **{k: dead[k] for k in ("kind", "phase", "reason")},
-                                        "evidence": dead["evidence"][:3]}
+    assert manifest["server_death"] == {
+        "step": "concurrency",
+        "server_run": o.detail["folder"],
+        **{k: dead[k] for k in ("kind", "phase", "reason")},
+        "evidence": dead["evidence"][:3],
+    }
     kept = [r["concurrency"] for r in o.detail["rungs"]]  # the rung that died is no measurement
-    assert kept and kept == faults.LADDER_RUNGS[:len(kept)] and len(kept) < len(faults.LADDER_RUNGS)
+    assert kept and kept == faults.LADDER_RUNGS[: len(kept)] and len(kept) < len(faults.LADDER_RUNGS)
     listed = o.detail["listed"]
     assert (listed["state"], listed["reason"], listed["resumable"]) == ("failed", "died_after_ready", True)
     assert listed["resume_command"].startswith(f"oomkit ladder --resume {Path(o.detail['folder']).name}")
@@ -138,11 +143,15 @@ def test_ladder_resume_after_the_kill_sends_only_what_did_not_finish(ladder_kill
     o = ladder_resumed
     assert o.survived, (o.why, o.detail.get("stderr_tail"))
     kept, rungs = o.detail["kept_rungs"], o.detail["all_rungs"]
-    assert o.sent == o.recorded > 0 and rungs[:len(kept)] == kept and len(rungs) > len(kept)
-    assert o.detail["labels"] == sorted({f"concurrency_c{c}" for c in rungs[len(kept):]} | {"repeat"})
+    assert o.sent == o.recorded > 0 and rungs[: len(kept)] == kept and len(rungs) > len(kept)
+    assert o.detail["labels"] == sorted({f"concurrency_c{c}" for c in rungs[len(kept) :]} | {"repeat"})
     manifest = o.detail["manifest"]
     assert (manifest["state"], manifest["reason"], manifest["error"], manifest["server_death"]) == (
-        "complete", None, None, None)
+        "complete",
+        None,
+        None,
+        None,
+    )
     assert manifest["ladder_outcome"]["stopped_at"] is None and manifest["resumes"][0]["base_url"]
     server = json.loads((Path(o.detail["server_run"]) / "manifest.json").read_text())
     assert (server["state"], server["resume_of"]) == ("complete", ladder_killed.detail["folder"])
@@ -165,8 +174,9 @@ def served(tmp_path_factory):
 
 
 def test_resume_after_the_kill_completes_the_comparison(compare_killed, served):
-    o = faults.resume_compare(Path(compare_killed.detail["workdir"]), Path(compare_killed.detail["compare_folder"]),
-                              served.url)
+    o = faults.resume_compare(
+        Path(compare_killed.detail["workdir"]), Path(compare_killed.detail["compare_folder"]), served.url
+    )
     assert o.survived, (o.why, o.detail.get("stderr_tail"))
     assert o.sent == o.recorded > 0
     data = o.detail["result"]
@@ -196,10 +206,10 @@ def test_5xx_and_partial_streams_of_a_real_vllm_are_recorded_with_their_class(pr
 def test_a_stalled_real_stream_times_out_and_the_run_goes_on(proxied):
     o = proxied[2]
     assert o.survived, (o.why, o.detail.get("stderr_tail"))
-    rec, = o.detail["records"]
+    (rec,) = o.detail["records"]
     assert rec["error_kind"] == "timeout" and rec["error"].startswith("stalled: nothing more for 2 s")
     assert 2000 <= rec["latency_ms"] < 10_000 and rec["chunks"] >= 1
     log = o.detail["proxy_log"]
-    after = log[[e["fault"] for e in log].index("stall") + 1:]
+    after = log[[e["fault"] for e in log].index("stall") + 1 :]
     assert after and all(e["outcome"] for e in after)  # every later request was still sent and answered
     assert o.detail["rc"] == 0

@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_decide import copy_run, requirements
+from test_decide_compare import folders
+from test_report import CHROMIUM_FLAGS
 
 from oomkit.cli import main
 from oomkit.decide import DecideOptions, decide
 from oomkit.report import render
 from oomkit.triage import analyse
-from test_decide import copy_run, requirements
-from test_decide_compare import folders
-from test_report import CHROMIUM_FLAGS
 
 PAYLOADS = (
     "<script>alert(1)</script>",
@@ -36,17 +36,56 @@ PAYLOADS = (
 )
 ALL = " ".join(PAYLOADS)  # all at once: one may open what another closes
 # Would change the page title if any of it ran (the Chromium check reads the title back).
-PWN = ("<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned'\">"
-       "<svg onload=\"document.title='pwned'\">")
+PWN = (
+    "<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned'\">"
+    "<svg onload=\"document.title='pwned'\">"
+)
 SVG_NS = "http://www.w3.org/2000/svg"
 VERDICTS = ("tune", "expand", "fix_environment", "inconclusive")
 # Every element the report template writes; anything else came from a payload.
-HTML_TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "div", "b", "code", "pre", "ul",
-             "li", "table", "tr", "th", "td", "span", "svg", "text", "rect", "line", "polyline", "circle"}
+HTML_TAGS = {
+    "html",
+    "head",
+    "meta",
+    "title",
+    "style",
+    "body",
+    "h1",
+    "h2",
+    "p",
+    "div",
+    "b",
+    "code",
+    "pre",
+    "ul",
+    "li",
+    "table",
+    "tr",
+    "th",
+    "td",
+    "span",
+    "svg",
+    "text",
+    "rect",
+    "line",
+    "polyline",
+    "circle",
+}
 MD_TAGS = {"h1", "h2", "p", "strong", "em", "code", "ul", "li", "table", "thead", "tbody", "tr", "th", "td", "hr"}
 VOID = {"meta", "br", "hr", "img", "input", "link", "base", "area", "col", "embed", "source", "track", "wbr"}
-LOADING_ATTRS = {"src", "href", "xlink:href", "srcset", "action", "formaction", "poster", "data", "background",
-                 "style", "http-equiv"}
+LOADING_ATTRS = {
+    "src",
+    "href",
+    "xlink:href",
+    "srcset",
+    "action",
+    "formaction",
+    "poster",
+    "data",
+    "background",
+    "style",
+    "http-equiv",
+}
 
 
 def planted(place: str, payload: str) -> str:
@@ -79,8 +118,15 @@ def _plant_manifest(folder: Path, p: str) -> None:
     model = planted("model", p)
     m["profile"] = {**(m.get("profile") or {}), "model": model, "label": planted("label", p)}
     m.update(label=planted("label", p), profile_file=planted("profile", p), served_models=[model])
-    m["command"] = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--served-model-name",
-                    planted("served-model", p)]
+    m["command"] = [
+        "python",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        model,
+        "--served-model-name",
+        planted("served-model", p),
+    ]
     (folder / "manifest.json").write_text(json.dumps(m))
 
 
@@ -92,13 +138,29 @@ def launch_run(tmp_path: Path, p: str) -> Path:
     log.write_text("\n".join(LOG).format(model=planted("model", p), log=planted("log", p)) + "\n")
     t = analyse([str(log)]).to_dict()
     assert any(planted("log", p) in e["text"] for e in t["verdict"]["evidence"])
-    (folder / "manifest.json").write_text(json.dumps({
-        "schema": "oomkit.run/1", "run_id": "launch", "kind": "launch", "state": "failed", "oomkit_version": "0.1.0",
-        "files": {"manifest.json": "this file", "server.log": "log"}, "profile": {"args": {}}, "ready": False,
-        "reason": "exited_before_ready", "verdict": t["verdict"], "figures": t["facts"]["figures"],
-        "phases": [{"phase": x["phase"], "line": x["line"]} for x in t["timeline"]],
-        "env_snapshot": {"source": "live", "gpus": [{"name": planted("gpu", p), "memory_total_bytes": 2**30}],
-                         "software": {"cuda_flavour": "cpu", "vllm_version": planted("vllm-version", p)}}}))
+    (folder / "manifest.json").write_text(
+        json.dumps(
+            {
+                "schema": "oomkit.run/1",
+                "run_id": "launch",
+                "kind": "launch",
+                "state": "failed",
+                "oomkit_version": "0.1.0",
+                "files": {"manifest.json": "this file", "server.log": "log"},
+                "profile": {"args": {}},
+                "ready": False,
+                "reason": "exited_before_ready",
+                "verdict": t["verdict"],
+                "figures": t["facts"]["figures"],
+                "phases": [{"phase": x["phase"], "line": x["line"]} for x in t["timeline"]],
+                "env_snapshot": {
+                    "source": "live",
+                    "gpus": [{"name": planted("gpu", p), "memory_total_bytes": 2**30}],
+                    "software": {"cuda_flavour": "cpu", "vllm_version": planted("vllm-version", p)},
+                },
+            }
+        )
+    )
     _plant_manifest(folder, p)
     return folder
 
@@ -113,8 +175,9 @@ def _plant_metrics(folder: Path, p: str) -> None:
 
     def change(row: dict[str, Any]) -> dict[str, Any]:
         samples = {k.replace('engine="0"', f'engine="{label}"'): v for k, v in row["samples"].items()}
-        samples[f"{planted('metric-name', p)}{{x=\"{label}\"}}"] = 1.0
+        samples[f'{planted("metric-name", p)}{{x="{label}"}}'] = 1.0
         return {**row, "label": planted("metric-row", p), "samples": samples}
+
     _rewrite_jsonl(folder / "metrics.jsonl", change)
 
 
@@ -144,13 +207,27 @@ def compare_runs(tmp_path: Path, p: str) -> tuple[Path, Path]:
     _plant_manifest(ladder, p)
     data = json.loads((comp / "compare.json").read_text())
     mode = planted("mode", p)
-    data["modes"].append({"name": mode, "factor": planted("factor", p), "value": planted("value", p),
-                          "side": "client", "baseline_value": None, "notes": [planted("mode-note", p)]})
+    data["modes"].append(
+        {
+            "name": mode,
+            "factor": planted("factor", p),
+            "value": planted("value", p),
+            "side": "client",
+            "baseline_value": None,
+            "notes": [planted("mode-note", p)],
+        }
+    )
     base = next(c for c in data["cells"] if c["mode"] == "baseline")
-    data["cells"] += [{**base, "label": planted("cell-label", p), "errors": 1,
-                       "errors_by_kind": {planted("error-kind", p): 1}}, {**base, "mode": mode, "label": "x#1"}]
-    metric = dict(data["comparisons"]["lower-concurrency"][0], metric=planted("compare-metric", p),
-                  verdict=planted("compare-verdict", p), reason=planted("compare-reason", p))
+    data["cells"] += [
+        {**base, "label": planted("cell-label", p), "errors": 1, "errors_by_kind": {planted("error-kind", p): 1}},
+        {**base, "mode": mode, "label": "x#1"},
+    ]
+    metric = dict(
+        data["comparisons"]["lower-concurrency"][0],
+        metric=planted("compare-metric", p),
+        verdict=planted("compare-verdict", p),
+        reason=planted("compare-reason", p),
+    )
     data["comparisons"][mode] = [metric]
     data["notes"].append(planted("compare-note", p) + " skipped")
     data["launch_failures"] = {planted("launch-failure", p): {"phase": planted("launch-phase", p)}}
@@ -170,14 +247,33 @@ def decision(tmp_path: Path, runs: list[Path]) -> Path:
 # step notes, metric names and labels, error kinds, comparison reasons) reach no report: the checks
 # below still see that none of their text turns into markup.
 SCENARIOS = {
-    "launch": (lambda t, p: decision(t, [launch_run(t, p)]),
-               ("log", "model", "served-model", "profile", "gpu", "vllm-version")),
-    "ladder": (lambda t, p: decision(t, [ladder_run(t, p)]),
-               ("request-error", "model", "served-model", "profile", "untested")),
+    "launch": (
+        lambda t, p: decision(t, [launch_run(t, p)]),
+        ("log", "model", "served-model", "profile", "gpu", "vllm-version"),
+    ),
+    "ladder": (
+        lambda t, p: decision(t, [ladder_run(t, p)]),
+        ("request-error", "model", "served-model", "profile", "untested"),
+    ),
     "ladder run": (ladder_run, ("model", "served-model", "profile", "untested")),
-    "compare": (lambda t, p: decision(t, list(compare_runs(t, p))),
-                ("mode", "factor", "value", "mode-note", "cell-label", "compare-metric", "compare-verdict",
-                 "compare-note", "launch-failure", "launch-phase", "model", "served-model", "profile")),
+    "compare": (
+        lambda t, p: decision(t, list(compare_runs(t, p))),
+        (
+            "mode",
+            "factor",
+            "value",
+            "mode-note",
+            "cell-label",
+            "compare-metric",
+            "compare-verdict",
+            "compare-note",
+            "launch-failure",
+            "launch-phase",
+            "model",
+            "served-model",
+            "profile",
+        ),
+    ),
 }
 LEFT_OUT = {"html": ("cell-label",), "md": ("profile", "mode-note"), "json": ()}
 
@@ -188,6 +284,7 @@ def shown(scenario: str, fmt: str) -> tuple[str, ...]:
 
 
 # -- the checker --------------------------------------------------------------------------------
+
 
 class Page(HTMLParser):
     """Elements, attributes, text (entities decoded) and style of a document; `problems` lists
@@ -215,7 +312,7 @@ class Page(HTMLParser):
 
     def handle_endtag(self, tag: str) -> None:
         if tag in self._open:
-            del self._open[len(self._open) - 1 - self._open[::-1].index(tag):]
+            del self._open[len(self._open) - 1 - self._open[::-1].index(tag) :]
 
     def _attr(self, tag: str, name: str, value: str) -> None:
         squeezed = "".join(value.split()).lower()
@@ -246,7 +343,7 @@ class Page(HTMLParser):
         self.problems.append(f"declaration {data!r}")
 
     @classmethod
-    def parse(cls, html: str, allowed: set[str] = HTML_TAGS) -> "Page":
+    def parse(cls, html: str, allowed: set[str] = HTML_TAGS) -> Page:
         page = cls(allowed)
         page.feed(html)
         page.close()
@@ -292,6 +389,7 @@ def assert_safe(html: str, payload: str, places: tuple[str, ...], allowed: set[s
 
 
 # -- the tests ----------------------------------------------------------------------------------
+
 
 @pytest.fixture(params=PAYLOADS + (ALL,), ids=[f"payload{i}" for i in range(len(PAYLOADS))] + ["all"])
 def payload(request) -> str:
@@ -365,23 +463,40 @@ def test_escaping_leaves_secrets_to_redaction(tmp_path, fmt):
 
 # -- the checker itself must catch what it is for ---------------------------------------------
 
-@pytest.mark.parametrize("bad", [
-    "<script>alert(1)</script>", "<img src=x>", "<p onclick='x()'>", "<div title='javascript:alert(1)'>",
-    "<span class='http://evil.invalid/'>", "<style>b{background:url(http://evil.invalid/x)}</style>",
-    "<style>@import 'x.css';</style>", "<a href='#'>", "<!-- x -->", "<![CDATA[x]]>", "<iframe>", "<p style='x'>",
-    "<meta http-equiv='refresh' content='0;url=http://evil.invalid/'>"])
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "<script>alert(1)</script>",
+        "<img src=x>",
+        "<p onclick='x()'>",
+        "<div title='javascript:alert(1)'>",
+        "<span class='http://evil.invalid/'>",
+        "<style>b{background:url(http://evil.invalid/x)}</style>",
+        "<style>@import 'x.css';</style>",
+        "<a href='#'>",
+        "<!-- x -->",
+        "<![CDATA[x]]>",
+        "<iframe>",
+        "<p style='x'>",
+        "<meta http-equiv='refresh' content='0;url=http://evil.invalid/'>",
+    ],
+)
 def test_the_checker_finds_planted_markup(bad):
     assert Page.parse(f"<html><head></head><body>{bad}</body></html>").problems
 
 
-@pytest.mark.parametrize("policy, ok", [
-    ("default-src 'none'; style-src 'unsafe-inline'", True),
-    ("default-src 'none'; script-src 'self'", False),
-    ("default-src 'none'; style-src 'unsafe-inline' 'unsafe-eval'", False),
-    ("default-src 'self'", False),
-    ("default-src 'none'; script-src 'unsafe-inline'", False),
-    ("default-src 'none'; style-src https://cdn.invalid", False),
-])
+@pytest.mark.parametrize(
+    "policy, ok",
+    [
+        ("default-src 'none'; style-src 'unsafe-inline'", True),
+        ("default-src 'none'; script-src 'self'", False),
+        ("default-src 'none'; style-src 'unsafe-inline' 'unsafe-eval'", False),
+        ("default-src 'self'", False),
+        ("default-src 'none'; script-src 'unsafe-inline'", False),
+        ("default-src 'none'; style-src https://cdn.invalid", False),
+    ],
+)
 def test_the_checker_judges_the_policy(policy, ok):
     page = Page.parse(f"<html><head><meta http-equiv='Content-Security-Policy' content=\"{policy}\"></head></html>")
     assert (csp_problems(page) == []) is ok
@@ -397,8 +512,13 @@ def test_chromium_runs_no_payload(tmp_path, scenario):
     page = tmp_path / "report.html"
     page.write_text(report(tmp_path, scenario, ALL + PWN, "html"))
     title = Page.parse(page.read_text()).title
-    dom = subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
-                          page.as_uri()], capture_output=True, text=True, timeout=120, check=True).stdout
+    dom = subprocess.run(
+        [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     parsed = Page.parse(dom, HTML_TAGS | {"tbody"})  # the browser adds tbody to tables
     assert parsed.problems == [] and parsed.title == title and "pwned" not in title
     assert all(parsed.shows(planted(place, ALL + PWN)) for place in shown(scenario, "html"))

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from oomkit.cli import main
-from oomkit.investigate import InvestigateOptions, investigate, ladder_options
 from oomkit.decide import load_requirements
 from oomkit.errors import InputError
+from oomkit.investigate import InvestigateOptions, investigate, ladder_options
 
 REPO = Path(__file__).resolve().parent.parent
 REQ = REPO / "examples" / "requirements-testbed.yaml"
@@ -26,8 +26,16 @@ def test_bad_profile_or_requirements_stop_before_any_stage(tmp_path, capsys):
     bad = tmp_path / "r.yaml"
     bad.write_text("name: x\nconcurrent_dialogs: 4\n")
     with pytest.raises(SystemExit) as code:
-        main(["investigate", str(REPO / "examples" / "testbed-small-kv.yaml"), "--requirements", str(bad),
-              "--runs-dir", str(tmp_path)])
+        main(
+            [
+                "investigate",
+                str(REPO / "examples" / "testbed-small-kv.yaml"),
+                "--requirements",
+                str(bad),
+                "--runs-dir",
+                str(tmp_path),
+            ]
+        )
     err = capsys.readouterr().err
     assert code.value.code == 2 and "missing fields: input_tokens" in err
     assert not list(tmp_path.glob("*-investigate-*"))
@@ -40,5 +48,8 @@ def test_resume_refuses_another_profile(tmp_path):
     run.update(investigation={"profile": "/elsewhere.yaml"})
     run.finish("interrupted")
     with pytest.raises(InputError, match="investigated /elsewhere.yaml"):
-        investigate(str(REPO / "examples" / "testbed-small-kv.yaml"), str(REQ),
-                    InvestigateOptions(runs_dir=str(tmp_path), resume=str(run.path)))
+        investigate(
+            str(REPO / "examples" / "testbed-small-kv.yaml"),
+            str(REQ),
+            InvestigateOptions(runs_dir=str(tmp_path), resume=str(run.path)),
+        )

@@ -39,9 +39,25 @@ def two_runs(tmp_path_factory):
     opts = InvestigateOptions(repeats=1, runs_dir=str(tmp / "runs"))
     first = investigate(str(profile), req, opts)
     # the second run goes through the command line, as a user runs it
-    done = subprocess.run([sys.executable, "-m", "oomkit", "investigate", str(profile), "--requirements", req,
-                           "--repeats", "1", "--runs-dir", str(tmp / "runs"), "--json"],
-                          capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "oomkit",
+            "investigate",
+            str(profile),
+            "--requirements",
+            req,
+            "--repeats",
+            "1",
+            "--runs-dir",
+            str(tmp / "runs"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     return tmp, first, done.returncode, json.loads(done.stdout)
 
 

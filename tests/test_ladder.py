@@ -14,10 +14,18 @@ from oomkit.cli import main
 from oomkit.ladder import LadderOptions, Rung, find_knee, ladder
 from oomkit.workload import ApproxCounter, materialise, parse_workload
 
-WL = {"name": "t", "sessions": 4, "steps": 2, "system_instruction_tokens": 100, "format_rules_tokens": 20,
-      "user_task_tokens": 20, "workflow_metadata_tokens": 10, "output_tokens": 12,
-      "tools": {"count": 2, "schema_tokens": 40, "strict": True, "choice": "required", "parameter_types": ["integer"]},
-      "history": {"assistant_action_tokens": 20, "tool_result_tokens": 200}}
+WL = {
+    "name": "t",
+    "sessions": 4,
+    "steps": 2,
+    "system_instruction_tokens": 100,
+    "format_rules_tokens": 20,
+    "user_task_tokens": 20,
+    "workflow_metadata_tokens": 10,
+    "output_tokens": 12,
+    "tools": {"count": 2, "schema_tokens": 40, "strict": True, "choice": "required", "parameter_types": ["integer"]},
+    "history": {"assistant_action_tokens": 20, "tool_result_tokens": 200},
+}
 
 
 def knee_of(bad_from: int, max_c: int = 64, verdict: str = "preemption"):
@@ -26,6 +34,7 @@ def knee_of(bad_from: int, max_c: int = 64, verdict: str = "preemption"):
     async def rung(c: int) -> Rung:
         seen.append(c)
         return Rung(c, verdict if c >= bad_from else "ok")
+
     rungs, knee = asyncio.run(find_knee(rung, max_c))
     return seen, knee
 
@@ -73,8 +82,15 @@ def test_full_ladder_finds_the_preemption_knee(tmp_path, workload):
     assert poc["context_limit_found"] and poc["context_limit_tokens"] == 2000 and poc["peak_memory_recorded"]
     assert any("hours" in u for u in poc["untested"])
     files = {p.name for p in result.run_dir.iterdir()}
-    assert {"poc.json", "ladder.json", "steps.jsonl", "requests.jsonl", "metrics.jsonl", "request-set.jsonl",
-            "manifest.json"} <= files
+    assert {
+        "poc.json",
+        "ladder.json",
+        "steps.jsonl",
+        "requests.jsonl",
+        "metrics.jsonl",
+        "request-set.jsonl",
+        "manifest.json",
+    } <= files
     assert json.loads((result.run_dir / "manifest.json").read_text())["state"] == "complete"
     lines = (result.run_dir / "requests.jsonl").read_text().splitlines()
     assert len(lines) == sum(s.requests for s in result.steps)
@@ -103,11 +119,27 @@ def test_ladder_stops_at_the_first_failure_and_classifies_it(tmp_path, workload,
     assert step["ok"] is False and step["phase"] == "serving_decode" and step["errors"] == 1
     assert out["failure"]["kind"] == "engine_dead" and out["failure"]["source"] == "client"
     assert any("tool_call" in u and "not reached" in u for u in out["poc"]["untested"])
-    assert set(step) >= {"name", "ok", "phase", "peak_memory_bytes", "max_kv_usage", "preemptions",
-                         "ttft_ms_p50", "ttft_ms_p95", "latency_ms_p95", "errors"}
+    assert set(step) >= {
+        "name",
+        "ok",
+        "phase",
+        "peak_memory_bytes",
+        "max_kv_usage",
+        "preemptions",
+        "ttft_ms_p50",
+        "ttft_ms_p95",
+        "latency_ms_p95",
+        "errors",
+    }
     assert set(out["knee"]) >= {"concurrency", "reason"}
-    assert {"short_request_stable", "tool_calling_valid", "repeat_run_identical", "context_limit_found",
-            "peak_memory_recorded", "untested"} <= set(out["poc"])
+    assert {
+        "short_request_stable",
+        "tool_calling_valid",
+        "repeat_run_identical",
+        "context_limit_found",
+        "peak_memory_recorded",
+        "untested",
+    } <= set(out["poc"])
 
 
 def test_invalid_tool_calls_are_reported_but_do_not_stop(tmp_path, workload):
@@ -143,8 +175,19 @@ def test_reusing_the_request_set_sends_the_same_requests(tmp_path, workload):
 def test_the_table_has_a_row_per_step(tmp_path, workload, capsys):
     with FakeOpenAI(kv_capacity=3, token_delay_s=0.002) as fake:
         with pytest.raises(SystemExit) as exit_:
-            main(["ladder", "--url", fake.url, "--workload", workload, "--runs-dir", str(tmp_path),
-                  "--max-concurrency", "4"])
+            main(
+                [
+                    "ladder",
+                    "--url",
+                    fake.url,
+                    "--workload",
+                    workload,
+                    "--runs-dir",
+                    str(tmp_path),
+                    "--max-concurrency",
+                    "4",
+                ]
+            )
     assert exit_.value.code == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].split()[:3] == ["step", "ok", "phase"]

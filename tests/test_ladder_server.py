@@ -23,8 +23,10 @@ from oomkit.fsio import read_jsonl
 from oomkit.ladder import LadderOptions, ladder
 from oomkit.workload import read_request_set
 
-pytestmark = [pytest.mark.server,
-              pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (pip install 'oomkit[testbed]')")]
+pytestmark = [
+    pytest.mark.server,
+    pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (pip install 'oomkit[testbed]')"),
+]
 WORKLOAD = str(Path(__file__).resolve().parent.parent / "examples" / "workload-testbed.yaml")
 
 
@@ -45,8 +47,14 @@ def step(result, name):
 
 
 def test_every_step_ran_without_failure(result):
-    assert [s.name for s in result.steps] == ["short_request", "tool_call", "agent_steps", "history_doubling",
-                                             "concurrency", "repeat"]
+    assert [s.name for s in result.steps] == [
+        "short_request",
+        "tool_call",
+        "agent_steps",
+        "history_doubling",
+        "concurrency",
+        "repeat",
+    ]
     assert result.failure is None and result.stopped_at is None
 
 
@@ -61,8 +69,9 @@ def test_knee_is_where_preemptions_start(result, server):
     # V1 prints no preemption line (cpu-testbed.md §4): the metrics are the only evidence.
     assert "preempt" not in server.log.read_text(errors="replace").lower()
     metrics = read_jsonl(result.run_dir / "metrics.jsonl")
-    assert any(any(k.startswith("vllm:num_preemptions_total") and v > 0 for k, v in m["samples"].items())
-               for m in metrics)
+    assert any(
+        any(k.startswith("vllm:num_preemptions_total") and v > 0 for k, v in m["samples"].items()) for m in metrics
+    )
 
 
 def test_named_strict_tool_is_schema_valid_from_a_random_model(result):
@@ -93,15 +102,33 @@ def test_sizes_are_measured_with_the_servers_tokenizer(result):
 
 
 def test_non_strict_tool_calls_are_validated_and_reported(server):
-    weather = {"type": "function", "function": {"name": "get_weather", "parameters": {
-        "type": "object", "additionalProperties": False, "required": ["city", "unit"],
-        "properties": {"city": {"type": "string", "maxLength": 12}, "unit": {"type": "string", "enum": ["c", "f"]}}}}}
-    body = {"messages": [{"role": "user", "content": "weather in Paris"}], "tools": [weather], "max_tokens": 64,
-            "tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "temperature": 1.0}
+    weather = {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["city", "unit"],
+                "properties": {
+                    "city": {"type": "string", "maxLength": 12},
+                    "unit": {"type": "string", "enum": ["c", "f"]},
+                },
+            },
+        },
+    }
+    body = {
+        "messages": [{"role": "user", "content": "weather in Paris"}],
+        "tools": [weather],
+        "max_tokens": 64,
+        "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+        "temperature": 1.0,
+    }
 
     async def go():
         async with ChatClient(server.url, "tiny", options=ClientOptions(timeout_s=120)) as c:
             return [await c.chat(ChatRequest(f"s{seed}", {**body, "seed": seed})) for seed in range(3)]
+
     for rec in asyncio.run(go()):
         assert rec.ok and rec.tool_check is not None
         try:
@@ -115,8 +142,11 @@ def test_non_strict_tool_calls_are_validated_and_reported(server):
 
 
 def test_bench_against_the_same_server(server, tmp_path):
-    r = bench(TargetSpec(url=server.url, runs_dir=str(tmp_path)), WORKLOAD,
-              BenchOptions(concurrency=4, sessions=4, slos={"ttft_ms": 60_000}))
+    r = bench(
+        TargetSpec(url=server.url, runs_dir=str(tmp_path)),
+        WORKLOAD,
+        BenchOptions(concurrency=4, sessions=4, slos={"ttft_ms": 60_000}),
+    )
     assert r.client.requests == 12 and r.client.errors == 0 and r.agents.success_share == 1.0
     # Every session shares the system prompt and tools: the server's own counters show the reuse.
     assert r.server.prefix_cache_hit_rate > 0.5 and r.client.cached_tokens > 0

@@ -23,7 +23,7 @@ from oomkit.launch.render import render_result
 from oomkit.launch.runner import check_port, free_port
 from oomkit.rundir import RunDir
 
-FAKE_VLLM = textwrap.dedent(r'''
+FAKE_VLLM = textwrap.dedent(r"""
     import http.server, json, os, signal, subprocess, sys, threading, time
     mode = os.environ.get("FAKE_VLLM_MODE", "healthy")
     argv = sys.argv[1:]
@@ -91,7 +91,7 @@ FAKE_VLLM = textwrap.dedent(r'''
     if mode != "setsid_child":
         worker.terminate(); worker.wait()
     print("INFO:     Shutting down", flush=True)
-''')
+""")
 
 
 @pytest.fixture(scope="module")
@@ -102,10 +102,17 @@ def fake_script(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def fake_profile(script: Path, mode: str, **extra: object) -> object:
-    data = {"model": "tiny-model", "label": f"fake-{mode}", "port": "auto", "start_timeout_s": 20,
-            "stop_timeout_s": 1.5, "start": {"command": [sys.executable, str(script)]},
-            "env": {"FAKE_VLLM_MODE": mode, "HF_TOKEN": "hf_abcdefghijklmnopqrstuvwx"},
-            "args": {"api_key": "sk-live-0123456789abcdefXYZ", "max_model_len": 1024}, **extra}
+    data = {
+        "model": "tiny-model",
+        "label": f"fake-{mode}",
+        "port": "auto",
+        "start_timeout_s": 20,
+        "stop_timeout_s": 1.5,
+        "start": {"command": [sys.executable, str(script)]},
+        "env": {"FAKE_VLLM_MODE": mode, "HF_TOKEN": "hf_abcdefghijklmnopqrstuvwx"},
+        "args": {"api_key": "sk-live-0123456789abcdefXYZ", "max_model_len": 1024},
+        **extra,
+    }
     import yaml
 
     return parse_profile(yaml.safe_dump(data), source=str(script.parent / f"{mode}.yaml"))
@@ -245,12 +252,12 @@ def test_missing_start_command_says_how_to_install(tmp_path: Path) -> None:
     assert "pip install vllm" in info.value.one_line() and info.value.exit_code == 2
 
 
-LAUNCHER = textwrap.dedent('''
+LAUNCHER = textwrap.dedent("""
     import sys, time
     from oomkit.launch import parse_profile, serve
     profile = parse_profile(open(sys.argv[1]).read(), source=sys.argv[1])
     serve(profile, runs_dir=sys.argv[2])
-''')
+""")
 
 
 def start_owner(fake_script: Path, tmp_path: Path) -> tuple[subprocess.Popen[bytes], RunDir]:
@@ -258,8 +265,17 @@ def start_owner(fake_script: Path, tmp_path: Path) -> tuple[subprocess.Popen[byt
     import yaml
 
     profile = tmp_path / "p.yaml"
-    profile.write_text(yaml.safe_dump({"model": "m", "port": "auto", "stop_timeout_s": 3, "start_timeout_s": 20,
-                                       "start": {"command": [sys.executable, str(fake_script)]}}))
+    profile.write_text(
+        yaml.safe_dump(
+            {
+                "model": "m",
+                "port": "auto",
+                "stop_timeout_s": 3,
+                "start_timeout_s": 20,
+                "start": {"command": [sys.executable, str(fake_script)]},
+            }
+        )
+    )
     owner = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(profile), str(tmp_path / "runs")])
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -308,14 +324,25 @@ def write_fake_profile(tmp_path: Path, script: Path, mode: str, **extra: object)
     import yaml
 
     path = tmp_path / f"{mode}.yaml"
-    path.write_text(yaml.safe_dump({"model": "m", "label": mode, "port": "auto", "stop_timeout_s": 1.5,
-                                    "start": {"command": [sys.executable, str(script)]},
-                                    "env": {"FAKE_VLLM_MODE": mode}, **extra}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "model": "m",
+                "label": mode,
+                "port": "auto",
+                "stop_timeout_s": 1.5,
+                "start": {"command": [sys.executable, str(script)]},
+                "env": {"FAKE_VLLM_MODE": mode},
+                **extra,
+            }
+        )
+    )
     return path
 
 
-def test_cli_check_json_prints_one_object_and_progress_on_stderr(fake_script: Path, tmp_path: Path,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_check_json_prints_one_object_and_progress_on_stderr(
+    fake_script: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     profile = write_fake_profile(tmp_path, fake_script, "healthy")
     code, out, err = run_cli(capsys, "launch", str(profile), "--check", "--json", "--runs-dir", str(tmp_path / "r"))
     assert code == 0
@@ -324,8 +351,9 @@ def test_cli_check_json_prints_one_object_and_progress_on_stderr(fake_script: Pa
     assert "READY" in err and "weight_loading" in err and "run folder" in err
 
 
-def test_cli_check_failure_prints_the_verdict_and_exits_1(fake_script: Path, tmp_path: Path,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_check_failure_prints_the_verdict_and_exits_1(
+    fake_script: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     profile = write_fake_profile(tmp_path, fake_script, "exit_early")
     code, out, _ = run_cli(capsys, "launch", str(profile), "--check", "--runs-dir", str(tmp_path / "r"))
     assert code == 1
@@ -333,13 +361,21 @@ def test_cli_check_failure_prints_the_verdict_and_exits_1(fake_script: Path, tmp
     assert "estimated maximum model length: 1792" in out and "survivors: none" in out
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("launch",), "missing PROFILE"),
-    (("launch", "nope.yaml", "--check"), "no such profile"),
-    (("launch", "--stop", "no-such-run"), "no run folder"),
-])
-def test_cli_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], message: str, tmp_path: Path,
-                                              capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("launch",), "missing PROFILE"),
+        (("launch", "nope.yaml", "--check"), "no such profile"),
+        (("launch", "--stop", "no-such-run"), "no run folder"),
+    ],
+)
+def test_cli_bad_input_is_one_line_and_exit_2(
+    args: tuple[str, ...],
+    message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.chdir(tmp_path)
     code, out, err = run_cli(capsys, *args)
     assert code == 2 and message in err and "Traceback" not in err and err.count("\n") == 1

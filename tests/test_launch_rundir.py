@@ -49,11 +49,12 @@ def test_states_are_checked(tmp_path: Path) -> None:
 
 def test_secrets_never_reach_the_manifest(tmp_path: Path) -> None:
     run = RunDir.create(tmp_path)
-    run.update(profile={"args": {"api_key": "plain-looking-value", "max_num_batched_tokens": 256,
-                                 "hf_token": "abc"}},
-               env={"HF_TOKEN": "abc", "WANDB_API_KEY": "k", "VLLM_PORT": "8000"},
-               command=["vllm", "serve", "--api-key", "sk-abcdefghijklmnopqrstu"],
-               note="Authorization: Bearer eyJhbGciOi.secret")
+    run.update(
+        profile={"args": {"api_key": "plain-looking-value", "max_num_batched_tokens": 256, "hf_token": "abc"}},
+        env={"HF_TOKEN": "abc", "WANDB_API_KEY": "k", "VLLM_PORT": "8000"},
+        command=["vllm", "serve", "--api-key", "sk-abcdefghijklmnopqrstu"],
+        note="Authorization: Bearer eyJhbGciOi.secret",
+    )
     text = (run.path / MANIFEST).read_text()
     for secret in ("plain-looking-value", "sk-abcdefghijklmnopqrstu", "eyJhbGciOi.secret", '"abc"', '"k"'):
         assert secret not in text
@@ -91,8 +92,9 @@ def test_open_rejects_what_is_not_a_run(tmp_path: Path) -> None:
 
 
 def _sample(phase: str | None, rss: int, gpus: tuple[int, ...] = ()) -> MemorySample:
-    return MemorySample(0.0, phase, rss, (ProcSample(1, "p", rss),),
-                        tuple(GpuSample(i, g, 100) for i, g in enumerate(gpus)))
+    return MemorySample(
+        0.0, phase, rss, (ProcSample(1, "p", rss),), tuple(GpuSample(i, g, 100) for i, g in enumerate(gpus))
+    )
 
 
 def test_peaks_per_phase_rss_and_gpu() -> None:

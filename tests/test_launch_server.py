@@ -22,12 +22,22 @@ import yaml
 
 from oomkit.launch import check_profile, launched
 
-pytestmark = [pytest.mark.server,
-              pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (pip install 'oomkit[testbed]')")]
+pytestmark = [
+    pytest.mark.server,
+    pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (pip install 'oomkit[testbed]')"),
+]
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-TIMELINE = ("environment", "distributed_init", "weight_loading", "memory_profiling",
-            "kv_cache_allocation", "cudagraph_capture", "ready", "serving")
+TIMELINE = (
+    "environment",
+    "distributed_init",
+    "weight_loading",
+    "memory_profiling",
+    "kv_cache_allocation",
+    "cudagraph_capture",
+    "ready",
+    "serving",
+)
 
 
 def oomkit(*args: str, timeout_s: float = 600) -> subprocess.CompletedProcess[str]:
@@ -65,11 +75,23 @@ def healthy(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
     runs = tmp_path_factory.mktemp("runs")
     with launched(EXAMPLES / "testbed-healthy.yaml", runs_dir=runs) as server:
         tree = [server.pid, *[p.pid for p in psutil.Process(server.pid).children(recursive=True)]]
-        reply = httpx.post(server.base_url + "/v1/chat/completions", trust_env=False, timeout=60,
-                           json={"model": server.model_ids[0], "max_tokens": 8,
-                                 "messages": [{"role": "user", "content": "alpha beta"}]})
-        during = SimpleNamespace(alive=server.alive(), triage=server.triage(), base_url=server.base_url,
-                                 log_exists=server.log_path.is_file(), listening=listening(tree))
+        reply = httpx.post(
+            server.base_url + "/v1/chat/completions",
+            trust_env=False,
+            timeout=60,
+            json={
+                "model": server.model_ids[0],
+                "max_tokens": 8,
+                "messages": [{"role": "user", "content": "alpha beta"}],
+            },
+        )
+        during = SimpleNamespace(
+            alive=server.alive(),
+            triage=server.triage(),
+            base_url=server.base_url,
+            log_exists=server.log_path.is_file(),
+            listening=listening(tree),
+        )
     return SimpleNamespace(result=server.result, tree=tree, reply=reply, during=during)
 
 

@@ -8,7 +8,14 @@ from oomkit.logs import parse_line
 
 def test_v1_032_prefix_and_header():
     r = parse_line("(EngineCore pid=22588) ERROR 12-02 15:44:27 [core.py:1510] ValueError: boom", "a.log", 7)
-    assert (r.proc, r.pid, r.level, r.time, r.src, r.msg) == ("EngineCore", 22588, "ERROR", "12-02 15:44:27", "core.py:1510", "ValueError: boom")
+    assert (r.proc, r.pid, r.level, r.time, r.src, r.msg) == (
+        "EngineCore",
+        22588,
+        "ERROR",
+        "12-02 15:44:27",
+        "core.py:1510",
+        "ValueError: boom",
+    )
     assert (r.file, r.line) == ("a.log", 7)
 
 
@@ -24,17 +31,23 @@ def test_worker_prefixes():
 
 
 def test_ray_prefix_ip_and_repeat():
-    r = parse_line("(RayWorkerWrapper pid=1355, ip=10.0.0.2) ERROR 07-25 06:51:17 worker_base.py:382] RuntimeError: x [repeated 12x across cluster]")
+    r = parse_line(
+        "(RayWorkerWrapper pid=1355, ip=10.0.0.2) ERROR 07-25 06:51:17 worker_base.py:382] RuntimeError: x [repeated 12x across cluster]"
+    )
     assert r.proc == "RayWorkerWrapper" and r.repeat == 12 and r.msg == "RuntimeError: x"
 
 
 def test_nested_ray_actor_prefixes():
-    r = parse_line("(MapWorker(MapBatches(vLLMEngineStageUDF)) pid=4385) (EngineCore_DP0 pid=6448) INFO 02-12 15:00:36 [backends.py:319] torch.compile takes 2222.52 s in total")
+    r = parse_line(
+        "(MapWorker(MapBatches(vLLMEngineStageUDF)) pid=4385) (EngineCore_DP0 pid=6448) INFO 02-12 15:00:36 [backends.py:319] torch.compile takes 2222.52 s in total"
+    )
     assert r.msg == "torch.compile takes 2222.52 s in total" and r.pid == 4385
 
 
 def test_docker_compose_wrapper():
-    r = parse_line("vllm-openai_1  | (RayWorkerWrapper pid=3487) ERROR 06-05 16:30:08 worker_base.py:148] RuntimeError: boom")
+    r = parse_line(
+        "vllm-openai_1  | (RayWorkerWrapper pid=3487) ERROR 06-05 16:30:08 worker_base.py:148] RuntimeError: boom"
+    )
     assert r.proc == "RayWorkerWrapper" and r.msg == "RuntimeError: boom"
 
 
@@ -46,7 +59,9 @@ def test_kubectl_border_and_prefix():
 
 
 def test_journald_and_rfc3339():
-    r = parse_line("Dec 02 15:18:01 gpu-node-3 vllm[1234]: (EngineCore pid=9) INFO 12-02 15:18:01 [core.py:77] Initializing a V1 LLM engine (v0.32.0) with config: x")
+    r = parse_line(
+        "Dec 02 15:18:01 gpu-node-3 vllm[1234]: (EngineCore pid=9) INFO 12-02 15:18:01 [core.py:77] Initializing a V1 LLM engine (v0.32.0) with config: x"
+    )
     assert r.proc == "EngineCore" and r.msg.startswith("Initializing a V1")
     r = parse_line("2026-12-02T15:18:01.123Z INFO:     Application startup complete.")
     assert r.msg == "Application startup complete."
@@ -55,7 +70,9 @@ def test_journald_and_rfc3339():
 def test_ansi_and_carriage_return():
     r = parse_line("\x1b[0;36m(APIServer pid=1)\x1b[0;0m \x1b[32mINFO\x1b[0m 12-02 15:42:26 [x.py:1] hello")
     assert r.msg == "hello" and r.proc == "APIServer"
-    r = parse_line("Loading shards:  10% |\rLoading shards:  55% |\rLoading safetensors checkpoint shards: 100% Completed | 2/2\n")
+    r = parse_line(
+        "Loading shards:  10% |\rLoading shards:  55% |\rLoading safetensors checkpoint shards: 100% Completed | 2/2\n"
+    )
     assert r.msg.startswith("Loading safetensors checkpoint shards: 100%")
 
 

@@ -25,8 +25,13 @@ def test_file_lines_numbered(tmp_path):
 
 def test_folder_merges_ranks_in_time_order(tmp_path):
     (tmp_path / "ranks").mkdir()
-    write(tmp_path / "ranks" / "rank0.log", "INFO 12-02 10:00:01 a.py:1] r0 first\nINFO 12-02 10:00:05 a.py:1] r0 second\n")
-    write(tmp_path / "ranks" / "rank1.log", "INFO 12-02 10:00:03 a.py:1] r1 middle\nTraceback (most recent call last):\n")
+    write(
+        tmp_path / "ranks" / "rank0.log",
+        "INFO 12-02 10:00:01 a.py:1] r0 first\nINFO 12-02 10:00:05 a.py:1] r0 second\n",
+    )
+    write(
+        tmp_path / "ranks" / "rank1.log", "INFO 12-02 10:00:03 a.py:1] r1 middle\nTraceback (most recent call last):\n"
+    )
     write(tmp_path / "ranks" / "notes.json", "{}")
     msgs = [r.msg for r in iter_records([str(tmp_path / "ranks")])]
     assert msgs == ["r0 first", "r1 middle", "Traceback (most recent call last):", "r0 second"]
@@ -69,11 +74,14 @@ def test_giant_line_is_cut_without_buffering(tmp_path, kind):
     assert recs[-1].msg == "Available KV cache memory: 1.5 GiB" and recs[-1].line == 2
 
 
-@pytest.mark.parametrize("content,needle", [
-    (b"", "empty"),
-    (b"\x00\x01\x02\x03" * 500, "binary"),
-    (b"\xff\xfeI\x00N\x00F\x00O\x00", "UTF-16"),
-])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        (b"", "empty"),
+        (b"\x00\x01\x02\x03" * 500, "binary"),
+        (b"\xff\xfeI\x00N\x00F\x00O\x00", "UTF-16"),
+    ],
+)
 def test_bad_files(tmp_path, content, needle):
     p = write(tmp_path / "bad.log", content, mode="b")
     with pytest.raises(InputError, match=needle):
@@ -108,7 +116,12 @@ def test_reader_on_any_bytes_only_raises_input_error(tmp_path_factory, data):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r\x00"), max_size=60), max_size=40))
+@given(
+    st.lists(
+        st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r\x00"), max_size=60),
+        max_size=40,
+    )
+)
 def test_fast_scan_finds_the_same_lines_as_a_full_read(tmp_path_factory, lines):
     """The block prefilter must agree with reading every line and testing the key on it."""
     p = tmp_path_factory.mktemp("scan") / "f.log"

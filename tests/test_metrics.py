@@ -41,16 +41,24 @@ def test_legacy_names_are_read_through_aliases():
 
 
 def scrape(t: float, **vals: float) -> Scrape:
-    names = {"preemptions": "vllm:num_preemptions_total", "hits": "vllm:prefix_cache_hits_total",
-             "queries": "vllm:prefix_cache_queries_total", "kv": "vllm:kv_cache_usage_perc",
-             "waiting": 'vllm:num_requests_waiting_by_reason{reason="capacity"}'}
+    names = {
+        "preemptions": "vllm:num_preemptions_total",
+        "hits": "vllm:prefix_cache_hits_total",
+        "queries": "vllm:prefix_cache_queries_total",
+        "kv": "vllm:kv_cache_usage_perc",
+        "waiting": 'vllm:num_requests_waiting_by_reason{reason="capacity"}',
+    }
     return Scrape(t, {names[k]: v for k, v in vals.items()})
 
 
 def test_deltas_are_per_window_with_gauge_maxima():
-    d = compute([scrape(0, preemptions=10, hits=100, queries=400, kv=0.1, waiting=0),
-                 scrape(1, preemptions=12, hits=150, queries=500, kv=1.0, waiting=6),
-                 scrape(2, preemptions=15, hits=200, queries=600, kv=0.5, waiting=1)])
+    d = compute(
+        [
+            scrape(0, preemptions=10, hits=100, queries=400, kv=0.1, waiting=0),
+            scrape(1, preemptions=12, hits=150, queries=500, kv=1.0, waiting=6),
+            scrape(2, preemptions=15, hits=200, queries=600, kv=0.5, waiting=1),
+        ]
+    )
     assert d.preemptions == 5 and d.prefix_hits == 100 and d.prefix_queries == 200
     assert d.prefix_cache_hit_rate == 0.5 and d.max_kv_usage == 1.0
     assert d.max_waiting_by_reason == {"capacity": 6} and not d.counter_reset
@@ -82,6 +90,7 @@ def test_scraper_polls_every_interval_and_survives_errors():
                 await asyncio.sleep(0.25)
                 await s.stop()
                 return s
+
         s = asyncio.run(go())
     good = [x for x in lines if "error" not in x]
     assert len(good) >= 3 and any("error" in x for x in lines) and s.available
@@ -119,13 +128,16 @@ def test_sampler_keeps_a_peak_per_label():
         label[0] = "b"
         await s.sample_now()
         await s.sample_now()
+
     asyncio.run(go())
     assert s.peaks == {"a": 300, "b": 200} and s.samples == 4
 
 
 def test_dcgm_exporter_framebuffer_in_mib():
-    text = ('# TYPE DCGM_FI_DEV_FB_USED gauge\nDCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-1"} 1024\n'
-            'DCGM_FI_DEV_FB_USED{gpu="1",UUID="GPU-2"} 2048\n')
+    text = (
+        '# TYPE DCGM_FI_DEV_FB_USED gauge\nDCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-1"} 1024\n'
+        'DCGM_FI_DEV_FB_USED{gpu="1",UUID="GPU-2"} 2048\n'
+    )
     transport = httpx.MockTransport(lambda req: httpx.Response(200, text=text))
     probe = DcgmProbe("http://dcgm:9400/metrics", httpx.AsyncClient(transport=transport))
     assert asyncio.run(probe.read()) == {"gpu0": 1024 * 2**20, "gpu1": 2048 * 2**20}
@@ -147,4 +159,4 @@ def test_the_series_kept_in_memory_is_compact_and_gives_the_same_figures():
     full = [parse(text, float(t), "bench") for t in range(3)]
     small = [compact(s) for s in full]
     assert compute(small) == compute(full) and compute(full).prompt_tokens is not None
-    assert all(not s.info and len(s.samples) < len(f.samples) / 3 for s, f in zip(small, full))
+    assert all(not s.info and len(s.samples) < len(f.samples) / 3 for s, f in zip(small, full, strict=False))

@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 import yaml
 from _load_fake_server import FakeOpenAI
+from test_launch_fake import FAKE_VLLM
 
 from oomkit.launch import parse_profile
 from oomkit.launch.server import Server
 from oomkit.rundir import RunDir
-from test_launch_fake import FAKE_VLLM
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 # Installs the hook before oomkit is imported, then runs the CLI: `runner.py LOG oomkit-args...`.
-RUNNER = textwrap.dedent('''
+RUNNER = textwrap.dedent("""
     import json, os, sys
 
     LOG = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -49,15 +49,24 @@ RUNNER = textwrap.dedent('''
     sys.addaudithook(hook)
     from oomkit.cli import main
     sys.exit(main(sys.argv[2:]))
-''')
-WL = {"name": "n", "sessions": 2, "steps": 2, "system_instruction_tokens": 60, "format_rules_tokens": 10,
-      "user_task_tokens": 10, "workflow_metadata_tokens": 5, "output_tokens": 6,
-      "tools": {"count": 1, "schema_tokens": 20, "choice": "required", "parameter_types": ["integer"]},
-      "history": {"assistant_action_tokens": 10, "tool_result_tokens": 20}}
+""")
+WL = {
+    "name": "n",
+    "sessions": 2,
+    "steps": 2,
+    "system_instruction_tokens": 60,
+    "format_rules_tokens": 10,
+    "user_task_tokens": 10,
+    "workflow_metadata_tokens": 5,
+    "output_tokens": 6,
+    "tools": {"count": 1, "schema_tokens": 20, "choice": "required", "parameter_types": ["integer"]},
+    "history": {"assistant_action_tokens": 10, "tool_result_tokens": 20},
+}
 
 
-def foreign(events: list[dict[str, Any]], host: str, port: int,
-            binds: tuple[tuple[str, int], ...] = ()) -> list[dict[str, Any]]:
+def foreign(
+    events: list[dict[str, Any]], host: str, port: int, binds: tuple[tuple[str, int], ...] = ()
+) -> list[dict[str, Any]]:
     """The socket events that reach anything but host:port (and binds other than `binds`)."""
     out = []
     for ev in events:
@@ -74,15 +83,28 @@ def foreign(events: list[dict[str, Any]], host: str, port: int,
     return out
 
 
-def audited(tmp_path: Path, *args: str, timeout_s: float = 180) -> tuple[subprocess.CompletedProcess[str],
-                                                                        list[dict[str, Any]]]:
+def audited(
+    tmp_path: Path, *args: str, timeout_s: float = 180
+) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
     """`oomkit ARGS` in a subprocess with the audit hook; its exit and every socket event it made."""
     runner, log = tmp_path / "audit_runner.py", tmp_path / "sockets.jsonl"
     runner.write_text(RUNNER, encoding="utf-8")
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(SRC), "NO_PROXY": "",
-           "HTTP_PROXY": "http://proxy.invalid:3128", "HTTPS_PROXY": "http://proxy.invalid:3128"}  # must be ignored
-    proc = subprocess.run([sys.executable, str(runner), str(log), *args], capture_output=True, text=True,
-                          timeout=timeout_s, env=env, cwd=tmp_path)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "PYTHONPATH": str(SRC),
+        "NO_PROXY": "",
+        "HTTP_PROXY": "http://proxy.invalid:3128",
+        "HTTPS_PROXY": "http://proxy.invalid:3128",
+    }  # must be ignored
+    proc = subprocess.run(
+        [sys.executable, str(runner), str(log), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=env,
+        cwd=tmp_path,
+    )
     events = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     return proc, events
 
@@ -96,23 +118,37 @@ def workload(tmp_path: Path) -> str:
 
 # -- where servers listen and where oomkit polls them ---------------------------------------------
 
+
 def test_a_profile_without_host_listens_on_loopback() -> None:
     argv = parse_profile("model: m\nport: 8123\n").argv(8123)
     assert argv.count("--host") == 1 and argv[argv.index("--host") + 1] == "127.0.0.1"
 
 
-@pytest.mark.parametrize("text, listen", [("host: 0.0.0.0", "0.0.0.0"), ("host: '::'", "::"),
-                                          ("host: 10.1.2.3", "10.1.2.3"), ("args: {host: 0.0.0.0}", "0.0.0.0")])
+@pytest.mark.parametrize(
+    "text, listen",
+    [
+        ("host: 0.0.0.0", "0.0.0.0"),
+        ("host: '::'", "::"),
+        ("host: 10.1.2.3", "10.1.2.3"),
+        ("args: {host: 0.0.0.0}", "0.0.0.0"),
+    ],
+)
 def test_a_host_in_the_profile_is_passed_as_given(text: str, listen: str) -> None:
     argv = parse_profile(f"model: m\n{text}\n").argv(8123)
     assert argv.count("--host") == 1 and argv[argv.index("--host") + 1] == listen
 
 
-@pytest.mark.parametrize("text, url", [
-    ("", "http://127.0.0.1:8123"), ("host: 10.1.2.3", "http://10.1.2.3:8123"), ("host: '::1'", "http://[::1]:8123"),
-    ("host: 0.0.0.0", "http://127.0.0.1:8123"), ("host: '::'", "http://[::1]:8123"),  # all interfaces: via loopback
-    ("args: {host: 0.0.0.0}", "http://127.0.0.1:8123"),  # vLLM listens everywhere; oomkit still asks loopback
-])
+@pytest.mark.parametrize(
+    "text, url",
+    [
+        ("", "http://127.0.0.1:8123"),
+        ("host: 10.1.2.3", "http://10.1.2.3:8123"),
+        ("host: '::1'", "http://[::1]:8123"),
+        ("host: 0.0.0.0", "http://127.0.0.1:8123"),
+        ("host: '::'", "http://[::1]:8123"),  # all interfaces: via loopback
+        ("args: {host: 0.0.0.0}", "http://127.0.0.1:8123"),  # vLLM listens everywhere; oomkit still asks loopback
+    ],
+)
 def test_oomkit_polls_the_profile_host_on_the_chosen_port(tmp_path: Path, text: str, url: str) -> None:
     server = Server(parse_profile(f"model: m\n{text}\n"), RunDir.create(tmp_path), 8123)
     assert server.base_url == url  # readiness, /health, the check request, load and /metrics all use it
@@ -120,16 +156,21 @@ def test_oomkit_polls_the_profile_host_on_the_chosen_port(tmp_path: Path, text: 
 
 # -- what oomkit sends, seen by an audit hook -----------------------------------------------------
 
+
 def test_the_checker_flags_a_foreign_address() -> None:
-    ours = [{"event": "socket.getaddrinfo", "host": "127.0.0.1", "port": 8000},
-            {"event": "socket.connect", "host": "127.0.0.1", "port": 8000}]
+    ours = [
+        {"event": "socket.getaddrinfo", "host": "127.0.0.1", "port": 8000},
+        {"event": "socket.connect", "host": "127.0.0.1", "port": 8000},
+    ]
     assert foreign(ours, "127.0.0.1", 8000) == []
-    stray = [{"event": "socket.connect", "host": "127.0.0.2", "port": 9},
-             {"event": "socket.getaddrinfo", "host": "telemetry.example.invalid", "port": 443},
-             {"event": "socket.connect", "host": "127.0.0.1", "port": 8001},
-             {"event": "socket.sendto", "host": "8.8.8.8", "port": 53},
-             {"event": "socket.gethostbyname", "host": "'example.invalid'", "port": None},
-             {"event": "socket.bind", "host": "0.0.0.0", "port": 0}]
+    stray = [
+        {"event": "socket.connect", "host": "127.0.0.2", "port": 9},
+        {"event": "socket.getaddrinfo", "host": "telemetry.example.invalid", "port": 443},
+        {"event": "socket.connect", "host": "127.0.0.1", "port": 8001},
+        {"event": "socket.sendto", "host": "8.8.8.8", "port": 53},
+        {"event": "socket.gethostbyname", "host": "'example.invalid'", "port": None},
+        {"event": "socket.bind", "host": "0.0.0.0", "port": 0},
+    ]
     assert foreign(ours + stray, "127.0.0.1", 8000) == stray
 
 
@@ -137,21 +178,36 @@ def test_the_hook_sees_a_stray_connect(tmp_path: Path) -> None:
     # The hook itself, in a throwaway run: oomkit plus one connect it never makes.
     proc, events = audited(tmp_path, "--version")
     assert proc.returncode == 0 and foreign(events, "127.0.0.1", 8000) == []
-    stray = ("import socket\ntry:\n    socket.create_connection(('127.0.0.2', 9), timeout=0.2)\n"
-             "except OSError:\n    pass\n")
+    stray = (
+        "import socket\ntry:\n    socket.create_connection(('127.0.0.2', 9), timeout=0.2)\nexcept OSError:\n    pass\n"
+    )
     runner = tmp_path / "stray.py"
     runner.write_text(RUNNER.replace("from oomkit.cli import main", stray + "from oomkit.cli import main"))
     log = tmp_path / "stray.jsonl"
-    subprocess.run([sys.executable, str(runner), str(log), "--version"], capture_output=True, timeout=60,
-                   env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"})
+    subprocess.run(
+        [sys.executable, str(runner), str(log), "--version"],
+        capture_output=True,
+        timeout=60,
+        env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"},
+    )
     events = [json.loads(line) for line in log.read_text().splitlines()]
     assert {"event": "socket.connect", "host": "127.0.0.2", "port": 9} in foreign(events, "127.0.0.1", 8000)
 
 
 def test_ladder_talks_only_to_its_url(tmp_path: Path, workload: str) -> None:
     with FakeOpenAI(kv_capacity=2, token_delay_s=0.001) as fake:
-        proc, events = audited(tmp_path, "ladder", "--url", fake.url, "--workload", workload, "--max-concurrency", "2",
-                               "--runs-dir", str(tmp_path / "runs"))
+        proc, events = audited(
+            tmp_path,
+            "ladder",
+            "--url",
+            fake.url,
+            "--workload",
+            workload,
+            "--max-concurrency",
+            "2",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        )
     assert proc.returncode == 0, proc.stderr
     assert sum(e["event"] == "socket.connect" for e in events) >= 2
     assert foreign(events, "127.0.0.1", fake.port) == []
@@ -159,8 +215,20 @@ def test_ladder_talks_only_to_its_url(tmp_path: Path, workload: str) -> None:
 
 def test_bench_talks_only_to_its_url(tmp_path: Path, workload: str) -> None:
     with FakeOpenAI(token_delay_s=0.001) as fake:
-        proc, events = audited(tmp_path, "bench", "--url", fake.url, "--workload", workload, "--concurrency", "2",
-                               "--sessions", "2", "--runs-dir", str(tmp_path / "runs"))
+        proc, events = audited(
+            tmp_path,
+            "bench",
+            "--url",
+            fake.url,
+            "--workload",
+            workload,
+            "--concurrency",
+            "2",
+            "--sessions",
+            "2",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        )
     assert proc.returncode == 0, proc.stderr
     assert sum(e["event"] == "socket.connect" for e in events) >= 2
     assert foreign(events, "127.0.0.1", fake.port) == []
@@ -170,9 +238,19 @@ def test_launch_binds_and_polls_only_loopback(tmp_path: Path) -> None:
     script = tmp_path / "fake_vllm.py"
     script.write_text(FAKE_VLLM, encoding="utf-8")
     profile = tmp_path / "fake.yaml"
-    profile.write_text(yaml.safe_dump({"model": "tiny-model", "label": "fake", "port": "auto", "start_timeout_s": 30,
-                                       "stop_timeout_s": 2, "start": {"command": [sys.executable, str(script)]},
-                                       "env": {"FAKE_VLLM_MODE": "healthy"}}))
+    profile.write_text(
+        yaml.safe_dump(
+            {
+                "model": "tiny-model",
+                "label": "fake",
+                "port": "auto",
+                "start_timeout_s": 30,
+                "stop_timeout_s": 2,
+                "start": {"command": [sys.executable, str(script)]},
+                "env": {"FAKE_VLLM_MODE": "healthy"},
+            }
+        )
+    )
     proc, events = audited(tmp_path, "launch", str(profile), "--check", "--json", "--runs-dir", str(tmp_path / "runs"))
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)

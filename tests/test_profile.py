@@ -23,23 +23,26 @@ def test_minimal_profile_defaults() -> None:
     assert p.argv(8000)[3:] == ["--model", "org/some-model", "--host", "127.0.0.1", "--port", "8000"]
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("model: m\nmax_model_len: 10\n", "unknown key `max_model_len`"),
-    ("model: m\nstart_timeout: 10\n", "did you mean `start_timeout_s`?"),
-    ("modle: m\n", "did you mean `model`?"),
-    ("model: m\nstart: {modul: x}\n", "did you mean `start.module`?"),
-    ("model: m\nstart: {pyhton: /usr/bin/python3}\n", "did you mean `start.python`?"),
-    ("model: m\nenvironment: {A: b}\n", "unknown key `environment`"),
-    ("label: x\n", "missing key `model`"),
-    ("model: m\nport: 70000\n", "outside 1-65535"),
-    ("model: m\nport: any\n", "port must be a number 1-65535 or auto"),
-    ("model: m\nargs: {x: [{a: 1}]}\n", "a value is a number"),
-    ("model: m\nstart_timeout_s: 0\n", "`start_timeout_s`"),
-    ("model: m\nargs: {model: other}\n", "set the top-level `model:` key"),
-    ("model: m\nargs: {max_model_len: null}\n", "is null"),
-    ("- a\n- b\n", "a YAML mapping"),
-    ("model: [unclosed\n", "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("model: m\nmax_model_len: 10\n", "unknown key `max_model_len`"),
+        ("model: m\nstart_timeout: 10\n", "did you mean `start_timeout_s`?"),
+        ("modle: m\n", "did you mean `model`?"),
+        ("model: m\nstart: {modul: x}\n", "did you mean `start.module`?"),
+        ("model: m\nstart: {pyhton: /usr/bin/python3}\n", "did you mean `start.python`?"),
+        ("model: m\nenvironment: {A: b}\n", "unknown key `environment`"),
+        ("label: x\n", "missing key `model`"),
+        ("model: m\nport: 70000\n", "outside 1-65535"),
+        ("model: m\nport: any\n", "port must be a number 1-65535 or auto"),
+        ("model: m\nargs: {x: [{a: 1}]}\n", "a value is a number"),
+        ("model: m\nstart_timeout_s: 0\n", "`start_timeout_s`"),
+        ("model: m\nargs: {model: other}\n", "set the top-level `model:` key"),
+        ("model: m\nargs: {max_model_len: null}\n", "is null"),
+        ("- a\n- b\n", "a YAML mapping"),
+        ("model: [unclosed\n", "not valid YAML"),
+    ],
+)
 def test_bad_profiles_say_what_to_write(text: str, message: str) -> None:
     with pytest.raises(InputError) as info:
         parse_profile(text, source="p.yaml")
@@ -55,16 +58,41 @@ def test_unrelated_unknown_key_gets_no_suggestion() -> None:
 
 
 def test_args_accept_dashes_and_render_like_vllm_argparse() -> None:
-    p = parse_profile(yaml.safe_dump({"model": "m", "args": {
-        "max-model-len": 1024, "enforce_eager": True, "enable_prefix_caching": False,
-        "gpu_memory_utilization": 0.3, "compilation_config": {"mode": 0}, "allowed_origins": ["a", "b"],
-        "prefix_cache_retention_interval": "None"}}, sort_keys=False))
+    p = parse_profile(
+        yaml.safe_dump(
+            {
+                "model": "m",
+                "args": {
+                    "max-model-len": 1024,
+                    "enforce_eager": True,
+                    "enable_prefix_caching": False,
+                    "gpu_memory_utilization": 0.3,
+                    "compilation_config": {"mode": 0},
+                    "allowed_origins": ["a", "b"],
+                    "prefix_cache_retention_interval": "None",
+                },
+            },
+            sort_keys=False,
+        )
+    )
     assert p.arg("max_model_len") == 1024 and p.arg("max-model-len") == 1024
     argv = p.vllm_args(9000)
     assert argv[:6] == ["--model", "m", "--host", "127.0.0.1", "--port", "9000"]
-    assert argv[6:] == ["--max-model-len", "1024", "--enforce-eager", "--no-enable-prefix-caching",
-                        "--gpu-memory-utilization", "0.3", "--compilation-config", '{"mode":0}',
-                        "--allowed-origins", "a", "b", "--prefix-cache-retention-interval", "None"]
+    assert argv[6:] == [
+        "--max-model-len",
+        "1024",
+        "--enforce-eager",
+        "--no-enable-prefix-caching",
+        "--gpu-memory-utilization",
+        "0.3",
+        "--compilation-config",
+        '{"mode":0}',
+        "--allowed-origins",
+        "a",
+        "b",
+        "--prefix-cache-retention-interval",
+        "None",
+    ]
 
 
 def test_render_arg_types() -> None:
@@ -134,8 +162,14 @@ def test_examples_are_the_rendered_testbed_profiles(entry) -> None:
 
 def test_examples_cover_the_scenarios_the_issue_names() -> None:
     names = {p.name for p in PROFILES}
-    assert names == {"testbed-healthy", "testbed-kv-too-small", "testbed-budget-too-high", "testbed-small-kv",
-                     "testbed-prefix-cache", "testbed-hybrid"}
+    assert names == {
+        "testbed-healthy",
+        "testbed-kv-too-small",
+        "testbed-budget-too-high",
+        "testbed-small-kv",
+        "testbed-prefix-cache",
+        "testbed-hybrid",
+    }
     assert sorted(p.name for p in EXAMPLES.glob("testbed-*.yaml")) == sorted(f"{n}.yaml" for n in names)
     budget = load_profile(EXAMPLES / "testbed-budget-too-high.yaml")
     assert budget.arg("gpu_memory_utilization") == 0.99 and budget.arg("kv_cache_memory_bytes") is None

@@ -22,13 +22,30 @@ def test_secret_masked(text, secret):
     assert secret not in out and MASK in out
 
 
-@pytest.mark.parametrize("text", ['"kv_bytes_per_token": 27648', "max_tokens: 5", "kv_cache_tokens=1024",
-                                  "HF_TOKEN: ${HF_TOKEN}", "Prefix cache hit rate: 61.0%"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '"kv_bytes_per_token": 27648',
+        "max_tokens: 5",
+        "kv_cache_tokens=1024",
+        "HF_TOKEN: ${HF_TOKEN}",
+        "Prefix cache hit rate: 61.0%",
+    ],
+)
 def test_not_a_secret(text):
     assert redact(text) == text
 
 
 def test_args_env_obj():
-    assert redact_args(["vllm", "--api-key", "s3cr3t", "--port", "8000"]) == ["vllm", "--api-key", MASK, "--port", "8000"]
+    assert redact_args(["vllm", "--api-key", "s3cr3t", "--port", "8000"]) == [
+        "vllm",
+        "--api-key",
+        MASK,
+        "--port",
+        "8000",
+    ]
     assert redact_env({"HF_TOKEN": "x", "VLLM_PORT": "1"}) == {"HF_TOKEN": MASK, "VLLM_PORT": "1"}
-    assert redact_obj({"api_key": ["k"], "nested": [{"password": "p", "n": 1}]}) == {"api_key": MASK, "nested": [{"password": MASK, "n": 1}]}
+    assert redact_obj({"api_key": ["k"], "nested": [{"password": "p", "n": 1}]}) == {
+        "api_key": MASK,
+        "nested": [{"password": MASK, "n": 1}],
+    }

@@ -11,15 +11,22 @@ import zlib
 from pathlib import Path
 
 import pytest
+from test_decide import copy_run, requirements
 
 from oomkit.cli import main
 from oomkit.decide import DecideOptions, decide
 from oomkit.report import render, report_data
-from test_decide import copy_run, requirements
 
 EVIL = '<script>alert("x")</script><img src=http://example.invalid/a.png>'
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+)
 
 
 @pytest.fixture
@@ -40,8 +47,14 @@ def test_html_is_self_contained_and_escaped(decision):
     assert "<script" not in html and "<img" not in html
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in html
     assert "<link" not in html and "@import" not in html and "url(" not in html
-    for title in ("Peak memory vs concurrency", "KV cache usage vs concurrency", "TTFT and latency vs concurrency",
-                  "Prefix-cache hit rate per mode", "KV cache usage over time", "Preemptions over time"):
+    for title in (
+        "Peak memory vs concurrency",
+        "KV cache usage vs concurrency",
+        "TTFT and latency vs concurrency",
+        "Prefix-cache hit rate per mode",
+        "KV cache usage over time",
+        "Preemptions over time",
+    ):
         assert title in html
     assert html.count("<svg") == 6 and "verdict: expand" in html and "concurrency_headroom" in html
     assert "Decision checklist" in html and "Untested scenarios" in html and "launch command" in html
@@ -81,8 +94,8 @@ def _png_pixels(path: Path) -> tuple[int, int, bytes]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     pos, idat, width, height, channels = 8, b"", 0, 0, 4
     while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        body = data[pos + 8 : pos + 8 + length]
         if kind == b"IHDR":
             width, height, depth, colour = struct.unpack(">IIBB", body[:10])
             assert depth == 8
@@ -93,7 +106,7 @@ def _png_pixels(path: Path) -> tuple[int, int, bytes]:
     raw, stride = zlib.decompress(idat), width * channels
     out, prev = bytearray(), bytearray(stride)
     for y in range(height):
-        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
         for i in range(stride):
             a = line[i - channels] if i >= channels else 0
             b, c = prev[i], prev[i - channels] if i >= channels else 0
@@ -115,16 +128,21 @@ def test_rendered_in_headless_chromium(decision, tmp_path):
     html = render(str(decision.run_dir), "html")
     flags = [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]
     shot = tmp_path / "shot.png"
-    subprocess.run([*flags, "--window-size=1200,1600", f"--screenshot={shot}", html.as_uri()],
-                   capture_output=True, timeout=120, check=True)
-    dom = subprocess.run([*flags, "--dump-dom", html.as_uri()], capture_output=True, text=True, timeout=120,
-                         check=True).stdout
+    subprocess.run(
+        [*flags, "--window-size=1200,1600", f"--screenshot={shot}", html.as_uri()],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    dom = subprocess.run(
+        [*flags, "--dump-dom", html.as_uri()], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
     assert "verdict: expand" in dom and "concurrency_headroom" in dom
     width, height, pixels = _png_pixels(shot)
     assert (width, height) == (1200, 1600)
     channels = len(pixels) // (width * height)
-    colours = {pixels[i:i + 3] for i in range(0, len(pixels), channels * 97)}
-    dark = sum(1 for i in range(0, len(pixels), channels * 13) if sum(pixels[i:i + 3]) < 200)
+    colours = {pixels[i : i + 3] for i in range(0, len(pixels), channels * 97)}
+    dark = sum(1 for i in range(0, len(pixels), channels * 13) if sum(pixels[i : i + 3]) < 200)
     assert len(colours) > 20 and dark > 200  # text and charts, not a blank page
 
 

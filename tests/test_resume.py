@@ -24,10 +24,18 @@ from oomkit.ladder import LadderOptions, ladder
 from oomkit.rundir import RunDir
 from oomkit.runs import list_runs
 
-WL = {"name": "t", "sessions": 6, "steps": 2, "system_instruction_tokens": 100, "format_rules_tokens": 20,
-      "user_task_tokens": 20, "workflow_metadata_tokens": 10, "output_tokens": 12,
-      "tools": {"count": 2, "schema_tokens": 40, "strict": True, "choice": "required", "parameter_types": ["integer"]},
-      "history": {"assistant_action_tokens": 20, "tool_result_tokens": 200}}
+WL = {
+    "name": "t",
+    "sessions": 6,
+    "steps": 2,
+    "system_instruction_tokens": 100,
+    "format_rules_tokens": 20,
+    "user_task_tokens": 20,
+    "workflow_metadata_tokens": 10,
+    "output_tokens": 12,
+    "tools": {"count": 2, "schema_tokens": 40, "strict": True, "choice": "required", "parameter_types": ["integer"]},
+    "history": {"assistant_action_tokens": 20, "tool_result_tokens": 200},
+}
 STEPS = ["short_request", "tool_call", "agent_steps", "history_doubling", "concurrency", "repeat"]
 
 
@@ -40,9 +48,13 @@ def workload(tmp_path):
 
 def oomkit_until(args: list[str], runs: Path, file: str, lines: int, timeout_s: float = 60) -> None:
     """Run oomkit in a subprocess and SIGKILL it once `file` of its run folder has `lines` lines."""
-    proc = subprocess.Popen([sys.executable, "-m", "oomkit", *args, "--runs-dir", str(runs)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oomkit", *args, "--runs-dir", str(runs)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and proc.poll() is None:
         if sum(len(read_jsonl(d / file)) for d in runs.glob("*")) >= lines:
@@ -65,8 +77,9 @@ def folder_is_consistent(run: Path) -> None:
 def test_ladder_killed_then_resumed(tmp_path, workload, capsys):
     runs = tmp_path / "runs"
     with FakeOpenAI(kv_capacity=3, token_delay_s=0.01, max_model_len=2000) as fake:
-        oomkit_until(["ladder", "--url", fake.url, "--workload", workload, "--max-concurrency", "8"], runs,
-                     "steps.jsonl", 2)
+        oomkit_until(
+            ["ladder", "--url", fake.url, "--workload", workload, "--max-concurrency", "8"], runs, "steps.jsonl", 2
+        )
         (run,) = runs.iterdir()
         folder_is_consistent(run)
         before = read_jsonl(run / "steps.jsonl")
@@ -80,8 +93,11 @@ def test_ladder_killed_then_resumed(tmp_path, workload, capsys):
     steps = read_jsonl(run / "steps.jsonl")
     assert [s["name"] for s in steps] == STEPS and steps[: len(before)] == before
     m = json.loads((run / "manifest.json").read_text())
-    assert m["state"] == "complete" and m["reason"] is None and m["resumes"][0]["torn_lines_dropped"] == {
-        "requests.jsonl": 1}
+    assert (
+        m["state"] == "complete"
+        and m["reason"] is None
+        and m["resumes"][0]["torn_lines_dropped"] == {"requests.jsonl": 1}
+    )
     records = read_jsonl(run / "requests.jsonl")
     resent = {r["label"] for r in records if r["attempt"] == 1}
     assert not resent & {s["name"] for s in before}  # finished steps are not sent again
@@ -106,8 +122,10 @@ def test_rungs_finished_before_the_kill_are_replayed_not_sent(tmp_path, workload
         sent = len(fake.requests)
         again = ladder(spec, None, LadderOptions(), resume=run.run_id)
     labels = Counter(r["label"] for r in read_jsonl(run.path / "requests.jsonl") if r["attempt"] == 1)
-    assert set(labels) == {"concurrency_c4", "concurrency_c3", "repeat"} and sum(labels.values()) == len(
-        fake.requests) - sent
+    assert (
+        set(labels) == {"concurrency_c4", "concurrency_c3", "repeat"}
+        and sum(labels.values()) == len(fake.requests) - sent
+    )
     conc = next(s for s in again.steps if s.name == "concurrency")
     assert [r["concurrency"] for r in conc.detail["rungs"]] == [1, 2, 4, 3]
     assert again.knee == full.knee and conc.requests == next(s for s in full.steps if s.name == "concurrency").requests
@@ -127,9 +145,11 @@ def test_finished_ladder_is_left_alone_and_mismatches_are_refused(tmp_path, work
         assert len(fake.requests) == sent and (done.run_dir / "manifest.json").read_text() == manifest
         other = tmp_path / "other.yaml"
         other.write_text(json.dumps({**WL, "seed": 5}))
-        for args, text in [(["--workload", str(other)], "was run with workload"),
-                           (["--max-concurrency", "16"], "max_concurrency 16 (recorded: 2)"),
-                           (["--url", "http://127.0.0.1:9"], "another target")]:
+        for args, text in [
+            (["--workload", str(other)], "was run with workload"),
+            (["--max-concurrency", "16"], "max_concurrency 16 (recorded: 2)"),
+            (["--url", "http://127.0.0.1:9"], "another target"),
+        ]:
             with pytest.raises(SystemExit) as exit_:
                 main(["ladder", "--resume", str(done.run_dir), *args])
             err = capsys.readouterr().err
@@ -142,8 +162,12 @@ def test_finished_ladder_is_left_alone_and_mismatches_are_refused(tmp_path, work
 def test_bench_killed_then_resumed_counts_every_session_once(tmp_path, workload, capsys):
     runs = tmp_path / "runs"
     with FakeOpenAI(token_delay_s=0.02) as fake:
-        oomkit_until(["bench", "--url", fake.url, "--workload", workload, "--concurrency", "2", "--sessions", "10"],
-                     runs, "sessions.jsonl", 3)
+        oomkit_until(
+            ["bench", "--url", fake.url, "--workload", workload, "--concurrency", "2", "--sessions", "10"],
+            runs,
+            "sessions.jsonl",
+            3,
+        )
         (run,) = runs.iterdir()
         folder_is_consistent(run)
         kept = {s["session"] for s in read_jsonl(run / "sessions.jsonl") if not s["cut"]}
@@ -175,8 +199,10 @@ def test_a_duration_bench_is_not_resumable(tmp_path, workload):
         bench(TargetSpec(runs_dir=str(tmp_path)), None, BenchOptions(), resume=run.run_id)
 
 
-@pytest.mark.parametrize("args,text", [(["--concurrency", "2"], "--workload is required"),
-                                       (["--workload", "w.yaml"], "--concurrency N is required")])
+@pytest.mark.parametrize(
+    "args,text",
+    [(["--concurrency", "2"], "--workload is required"), (["--workload", "w.yaml"], "--concurrency N is required")],
+)
 def test_without_resume_bench_still_needs_workload_and_concurrency(tmp_path, capsys, args, text):
     with pytest.raises(SystemExit) as exit_:
         main(["bench", "--url", "http://127.0.0.1:9", "--runs-dir", str(tmp_path), *args])

@@ -21,8 +21,10 @@ import pytest
 
 from oomkit.fsio import read_jsonl
 
-pytestmark = [pytest.mark.server,
-              pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (pip install 'oomkit[testbed]')")]
+pytestmark = [
+    pytest.mark.server,
+    pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (pip install 'oomkit[testbed]')"),
+]
 REPO = Path(__file__).resolve().parent.parent
 PROFILE = str(REPO / "examples" / "testbed-healthy.yaml")
 WORKLOAD = str(REPO / "examples" / "workload-testbed.yaml")
@@ -33,8 +35,9 @@ SURVIVOR_WAIT_S = 20.0
 
 
 def oomkit(*args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "oomkit", *args], capture_output=True, text=True, timeout=timeout,
-                          env=ENV)
+    return subprocess.run(
+        [sys.executable, "-m", "oomkit", *args], capture_output=True, text=True, timeout=timeout, env=ENV
+    )
 
 
 def tree(pid: int) -> list[psutil.Process]:
@@ -80,9 +83,25 @@ def gone_within(procs: list[psutil.Process], port: int, wait_s: float) -> tuple[
 def killed(tmp_path_factory):
     runs = tmp_path_factory.mktemp("resume") / "runs"
     began = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "oomkit", "ladder", "--profile", PROFILE, "--workload", WORKLOAD,
-                             *LADDER, "--runs-dir", str(runs)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=ENV)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "oomkit",
+            "ladder",
+            "--profile",
+            PROFILE,
+            "--workload",
+            WORKLOAD,
+            *LADDER,
+            "--runs-dir",
+            str(runs),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
     deadline = time.monotonic() + 400
     run, server = None, []
     while time.monotonic() < deadline and proc.poll() is None:
@@ -98,9 +117,17 @@ def killed(tmp_path_factory):
     manifest = json.loads((run / "manifest.json").read_text())
     port = int(manifest["base_url"].rsplit(":", 1)[1])
     survivors, gone_s = gone_within(server, port, SURVIVOR_WAIT_S)
-    return {"runs": runs, "run": run, "manifest": manifest, "server": server, "port": port,
-            "survivors": survivors, "gone_s": gone_s, "steps_before": read_jsonl(run / "steps.jsonl"),
-            "killed_after_s": time.monotonic() - began}
+    return {
+        "runs": runs,
+        "run": run,
+        "manifest": manifest,
+        "server": server,
+        "port": port,
+        "survivors": survivors,
+        "gone_s": gone_s,
+        "steps_before": read_jsonl(run / "steps.jsonl"),
+        "killed_after_s": time.monotonic() - began,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +182,11 @@ def test_resume_finishes_it_with_every_step_once(killed, resumed):
 
 
 def test_the_resumed_server_is_stopped_too(killed, resumed):
-    m = json.loads((Path(json.loads((killed["run"] / "manifest.json").read_text())["resumes"][0]["server_run"])
-                    / "manifest.json").read_text())
+    m = json.loads(
+        (
+            Path(json.loads((killed["run"] / "manifest.json").read_text())["resumes"][0]["server_run"])
+            / "manifest.json"
+        ).read_text()
+    )
     assert m["state"] == "complete" and m["stop"]["survivors"] == []
     assert not psutil.pid_exists(m["server"]["pid"]) or psutil.Process(m["server"]["pid"]).status() == "zombie"

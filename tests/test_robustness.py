@@ -21,8 +21,11 @@ import robustness  # noqa: E402
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
-trees = st.recursive(scalars, lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4),
-                     max_leaves=12)
+trees = st.recursive(
+    scalars,
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4),
+    max_leaves=12,
+)
 
 
 def _ok_or_documented(call) -> None:
@@ -56,17 +59,33 @@ def test_recipe_never_crashes(tmp_path: Path, tree: object) -> None:
 
 
 @FAST
-@given(st.dictionaries(st.sampled_from(["hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
-                                        "num_key_value_heads", "head_dim", "n_routed_experts", "text_config"]),
-                       trees, max_size=8))
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "hidden_size",
+                "num_hidden_layers",
+                "num_attention_heads",
+                "vocab_size",
+                "num_key_value_heads",
+                "head_dim",
+                "n_routed_experts",
+                "text_config",
+            ]
+        ),
+        trees,
+        max_size=8,
+    )
+)
 def test_model_config_never_crashes(tmp_path: Path, cfg: dict) -> None:
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     _ok_or_documented(lambda: find_model(str(tmp_path)))
 
 
 def test_model_config_with_a_list_for_a_number_is_a_documented_error(tmp_path: Path) -> None:
-    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": [1], "num_hidden_layers": 2,
-                                                      "num_attention_heads": 2, "vocab_size": 10}))
+    (tmp_path / "config.json").write_text(
+        json.dumps({"hidden_size": [1], "num_hidden_layers": 2, "num_attention_heads": 2, "vocab_size": 10})
+    )
     try:
         find_model(str(tmp_path))
     except OomkitError as err:
@@ -83,6 +102,7 @@ def test_harness_finishes_known_readers_without_crash() -> None:
 
 
 # Inputs the 100,000-input run found (benchmarks/robustness.py); each crashed or hung before its fix.
+
 
 def test_a_pid_of_5000_digits_is_no_process_prefix(tmp_path: Path) -> None:
     log = tmp_path / "huge-pid.log"
@@ -101,9 +121,13 @@ def test_runs_lists_an_edited_manifest_as_a_row_not_a_crash(tmp_path: Path) -> N
     from oomkit.runs import list_runs, render
 
     base = {"schema": SCHEMA, "run_id": "x", "kind": "ladder", "state": "failed", "files": {}}
-    edits = {"a-dict-reason": {"reason": {"why": 1}}, "a-list-of-servers": {"server_runs": ["a"]},
-             "files-a-bool": {"files": True}, "stages-a-float": {"kind": "investigation", "stages": 1.5},
-             "huge-int": None}
+    edits = {
+        "a-dict-reason": {"reason": {"why": 1}},
+        "a-list-of-servers": {"server_runs": ["a"]},
+        "files-a-bool": {"files": True},
+        "stages-a-float": {"kind": "investigation", "stages": 1.5},
+        "huge-int": None,
+    }
     for name, edit in edits.items():
         (tmp_path / name).mkdir()
         text = json.dumps({**base, **(edit or {})}) if edit else '{"oomkit_pid": ' + "9" * 5000 + "}"

@@ -34,9 +34,13 @@ def make(runs: Path, label: str, kind: str = "ladder", **fields) -> RunDir:
     return run
 
 
-LADDER = {"workload": None, "workload_file": None, "request_set_id": "abc",
-          "spec": {"url": "http://127.0.0.1:9", "profile": None, "model": None, "memory": "auto"},
-          "options": {"max_concurrency": 4}}
+LADDER = {
+    "workload": None,
+    "workload_file": None,
+    "request_set_id": "abc",
+    "spec": {"url": "http://127.0.0.1:9", "profile": None, "model": None, "memory": "auto"},
+    "options": {"max_concurrency": 4},
+}
 
 
 def by_label(runs):
@@ -78,15 +82,18 @@ def test_fix_writes_interrupted_owner_gone(tmp_path):
     assert list_runs(tmp_path)[0].recorded_state == "interrupted"
 
 
-@pytest.mark.parametrize("content,why", [
-    ('{"schema": "oomkit.run/1", "run_id": "x", "sta', "not JSON"),
-    ("", "not JSON"),
-    (b"\xff\xfe{", "cannot be read"),
-    ('["a list"]', "not an oomkit run manifest"),
-    ('{"schema": "other/1"}', "not an oomkit run manifest"),
-    ('{"schema": "oomkit.run/1", "state": "exploded"}', "unknown state 'exploded'"),
-    (None, "no manifest.json"),
-])
+@pytest.mark.parametrize(
+    "content,why",
+    [
+        ('{"schema": "oomkit.run/1", "run_id": "x", "sta', "not JSON"),
+        ("", "not JSON"),
+        (b"\xff\xfe{", "cannot be read"),
+        ('["a list"]', "not an oomkit run manifest"),
+        ('{"schema": "other/1"}', "not an oomkit run manifest"),
+        ('{"schema": "oomkit.run/1", "state": "exploded"}', "unknown state 'exploded'"),
+        (None, "no manifest.json"),
+    ],
+)
 def test_unreadable_folders_are_listed_with_the_reason(tmp_path, content, why):
     folder = tmp_path / "20261202-000000-broken-0000"
     folder.mkdir()
@@ -107,8 +114,15 @@ def test_compare_parts_are_listed_under_their_compare(tmp_path):
     server.finish("complete")
     failed = make(tmp_path, "variant", kind="launch")
     failed.finish("failed")
-    comp = make(tmp_path, "exp", kind="compare", oomkit_pid=dead_pid(), experiment_file="/x/exp.yaml",
-                server_runs={"baseline": str(server.path)}, launch_failures={"v": {"run_dir": str(failed.path)}})
+    comp = make(
+        tmp_path,
+        "exp",
+        kind="compare",
+        oomkit_pid=dead_pid(),
+        experiment_file="/x/exp.yaml",
+        server_runs={"baseline": str(server.path)},
+        launch_failures={"v": {"run_dir": str(failed.path)}},
+    )
     top = list_runs(tmp_path)
     assert [r.run_id for r in top] == [comp.run_id]
     assert top[0].resume_command == f"oomkit compare /x/exp.yaml --resume {comp.run_id} --runs-dir {tmp_path}"
@@ -216,11 +230,27 @@ def test_claim_and_holding_put_the_folder_back_in_a_final_state(tmp_path):
 
 
 def test_records_read_back_as_they_were_written():
-    line = {"request_id": "r1", "label": "bench", "session": 0, "step": 1, "started_unix_s": 1.5, "ok": True,
-            "ttft_ms": 3.0, "itl_ms": [1.0, 2.0], "tool_calls": [{"id": "c", "name": "f", "arguments": "{}"}],
-            "tool_check": {"valid": False, "problems": ["bad"]}, "kind": "agent", "attempt": 1, "run_session": 0}
+    line = {
+        "request_id": "r1",
+        "label": "bench",
+        "session": 0,
+        "step": 1,
+        "started_unix_s": 1.5,
+        "ok": True,
+        "ttft_ms": 3.0,
+        "itl_ms": [1.0, 2.0],
+        "tool_calls": [{"id": "c", "name": "f", "arguments": "{}"}],
+        "tool_check": {"valid": False, "problems": ["bad"]},
+        "kind": "agent",
+        "attempt": 1,
+        "run_session": 0,
+    }
     rec = record_from_dict(line)
-    assert (rec.request_id, rec.itl_ms, rec.tool_calls[0].name, rec.tool_check.problems) == ("r1", (1.0, 2.0), "f",
-                                                                                              ("bad",))
+    assert (rec.request_id, rec.itl_ms, rec.tool_calls[0].name, rec.tool_check.problems) == (
+        "r1",
+        (1.0, 2.0),
+        "f",
+        ("bad",),
+    )
     assert record_from_dict(rec.to_dict()) == rec
     assert record_from_dict({"label": "x"}) is None

@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.server, pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                                                     reason="needs vLLM (pip install 'oomkit[testbed]')")]
+pytestmark = [
+    pytest.mark.server,
+    pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (pip install 'oomkit[testbed]')"),
+]
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import secrets_scan  # noqa: E402
@@ -51,13 +53,30 @@ def test_every_secret_was_in_play(scanned):
 def test_every_command_ended_as_documented(scanned):
     codes = {c["command"]: c["rc"] for c in scanned["commands"]}
     assert {cmd: rc for cmd, rc in codes.items() if rc != 0} == REFUSED, scanned["commands"]
-    assert {"oomkit launch PROFILE", "oomkit launch --stop RUN", "oomkit decide --json", "oomkit env --json",
-            "oomkit triage LOG", "oomkit runs --json --all"} <= set(codes)
+    assert {
+        "oomkit launch PROFILE",
+        "oomkit launch --stop RUN",
+        "oomkit decide --json",
+        "oomkit env --json",
+        "oomkit triage LOG",
+        "oomkit runs --json --all",
+    } <= set(codes)
 
 
 def test_the_scan_covered_every_kind_of_file_and_every_output(scanned):
     names = {Path(f).name for f in scanned["files"]}
-    assert {"manifest.json", "server.log", "memory.jsonl", "requests.jsonl", "bench.json", "metrics.jsonl",
-            "request-set.jsonl", "decision.json", "report.html", "report.md", "report.json"} <= names
+    assert {
+        "manifest.json",
+        "server.log",
+        "memory.jsonl",
+        "requests.jsonl",
+        "bench.json",
+        "metrics.jsonl",
+        "request-set.jsonl",
+        "decision.json",
+        "report.html",
+        "report.md",
+        "report.json",
+    } <= names
     assert scanned["streams_scanned"] == 2 * len(scanned["commands"])
     assert scanned["places_scanned"] == scanned["files_scanned"] + scanned["streams_scanned"]

@@ -32,14 +32,24 @@ KEYS = ["firstkeyQ8d7Hs2LmPq0Xz", "secondkeyR4n1Vb7TcW3Jy"]
 def test_scanner_finds_every_form_with_its_line() -> None:
     pw = secrets_scan.Secret("pw", "pwAbCdEfGhIjKlMn0123!$", "url", user="scan")
     key = secrets_scan.Secret("key", "keyZyXwVuTsRqPoN9876", "args")
-    data = (b"line one\n"
-            + b"url http://scan:pwAbCdEfGhIjKlMn0123%21%24@host\n"
-            + b"Basic " + base64.b64encode(b"scan:pwAbCdEfGhIjKlMn0123!$") + b"\n"
-            + b"cut keyZyXwVuTs...\n"
-            + b"whole keyZyXwVuTsRqPoN9876 and pwAbCdEfGhIjKlMn0123!$\n")
+    data = (
+        b"line one\n"
+        + b"url http://scan:pwAbCdEfGhIjKlMn0123%21%24@host\n"
+        + b"Basic "
+        + base64.b64encode(b"scan:pwAbCdEfGhIjKlMn0123!$")
+        + b"\n"
+        + b"cut keyZyXwVuTs...\n"
+        + b"whole keyZyXwVuTsRqPoN9876 and pwAbCdEfGhIjKlMn0123!$\n"
+    )
     found = {(f["secret"], f["form"], f["line"]) for f in secrets_scan.find_secrets(data, "x", [pw, key])}
-    assert found == {("pw", "url-encoded", 2), ("pw", "first half", 2), ("pw", "base64 user:password", 3),
-                     ("key", "first half", 4), ("key", "raw", 5), ("pw", "raw", 5)}
+    assert found == {
+        ("pw", "url-encoded", 2),
+        ("pw", "first half", 2),
+        ("pw", "base64 user:password", 3),
+        ("key", "first half", 4),
+        ("key", "raw", 5),
+        ("pw", "raw", 5),
+    }
 
 
 def test_scan_reports_a_leak_when_redaction_is_broken(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -66,12 +76,15 @@ def test_planted_log_puts_each_log_secret_where_triage_quotes_it() -> None:
 
 
 # --- redact: the forms the scan found leaking ---------------------------------------------------------
-@pytest.mark.parametrize("text", [
-    "non-default args: {'host': '127.0.0.1', 'api_key': ['firstkeyQ8d7Hs2LmPq0Xz', 'secondkeyR4n1Vb7TcW3Jy']}",
-    '{\n  "api_key": [\n    "firstkeyQ8d7Hs2LmPq0Xz",\n    "secondkeyR4n1Vb7TcW3Jy"\n  ]\n}',
-    "request headers: {'host': 'h', 'Authorization': 'Bearer firstkeyQ8d7Hs2LmPq0Xz'}",
-    "Command '['vllm', 'serve', 'm', '--api-key', 'firstkeyQ8d7Hs2LmPq0Xz']' returned non-zero exit status 1.",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "non-default args: {'host': '127.0.0.1', 'api_key': ['firstkeyQ8d7Hs2LmPq0Xz', 'secondkeyR4n1Vb7TcW3Jy']}",
+        '{\n  "api_key": [\n    "firstkeyQ8d7Hs2LmPq0Xz",\n    "secondkeyR4n1Vb7TcW3Jy"\n  ]\n}',
+        "request headers: {'host': 'h', 'Authorization': 'Bearer firstkeyQ8d7Hs2LmPq0Xz'}",
+        "Command '['vllm', 'serve', 'm', '--api-key', 'firstkeyQ8d7Hs2LmPq0Xz']' returned non-zero exit status 1.",
+    ],
+)
 def test_secret_forms_python_prints_are_masked(text: str) -> None:
     out = redact(text)
     assert KEYS[0] not in out and KEYS[1] not in out and MASK in out, out
@@ -94,7 +107,9 @@ def test_manifest_masks_each_key_of_a_list(tmp_path: Path) -> None:
     text = (run.path / "manifest.json").read_text()
     assert KEYS[0] not in text and KEYS[1] not in text
     profile = json.loads(text)["profile"]
-    assert profile["args"] == {"api_key": [MASK, MASK], "max_model_len": 1024} and profile["env"]["VLLM_API_KEY"] == MASK
+    assert (
+        profile["args"] == {"api_key": [MASK, MASK], "max_model_len": 1024} and profile["env"]["VLLM_API_KEY"] == MASK
+    )
 
 
 # --- triage: redact, then cut --------------------------------------------------------------------------
@@ -112,7 +127,7 @@ def test_triage_cut_inside_a_url_password_keeps_no_prefix(tmp_path: Path) -> Non
 
 
 # --- launch: oomkit's own requests carry the profile's key ---------------------------------------------
-AUTH_VLLM = textwrap.dedent(r'''
+AUTH_VLLM = textwrap.dedent(r"""
     import http.server, json, sys
     argv = sys.argv[1:]
     port = int(argv[argv.index("--port") + 1]); model = argv[argv.index("--model") + 1]
@@ -143,15 +158,25 @@ AUTH_VLLM = textwrap.dedent(r'''
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), H)
     print("INFO:     Application startup complete.", flush=True)
     httpd.serve_forever()
-''')
+""")
 
 
 def test_launch_check_with_api_keys_sends_one_and_records_none(tmp_path: Path) -> None:
     script = tmp_path / "auth_vllm.py"
     script.write_text(AUTH_VLLM)
-    profile = parse_profile(yaml.safe_dump({
-        "model": "tiny", "label": "auth", "port": "auto", "start_timeout_s": 15, "stop_timeout_s": 2,
-        "start": {"command": [sys.executable, str(script)]}, "args": {"api_key": KEYS}}))
+    profile = parse_profile(
+        yaml.safe_dump(
+            {
+                "model": "tiny",
+                "label": "auth",
+                "port": "auto",
+                "start_timeout_s": 15,
+                "stop_timeout_s": 2,
+                "start": {"command": [sys.executable, str(script)]},
+                "args": {"api_key": KEYS},
+            }
+        )
+    )
     assert profile.api_key() == KEYS[0]
     checked = check_profile(profile, runs_dir=tmp_path / "runs")
     assert checked.launch.ready and checked.request and checked.request.ok, checked.to_dict()

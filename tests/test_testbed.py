@@ -36,8 +36,14 @@ def tensor_names(model_dir: Path) -> dict[str, list[int]]:
 def test_llama_follows_the_cpu_testbed_recipe(llama: Path) -> None:
     cfg = json.loads((llama / "config.json").read_text())
     assert cfg["architectures"] == ["LlamaForCausalLM"]
-    assert (cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"],
-            cfg["num_key_value_heads"], cfg["head_dim"], cfg["intermediate_size"]) == (256, 2, 4, 2, 64, 512)
+    assert (
+        cfg["hidden_size"],
+        cfg["num_hidden_layers"],
+        cfg["num_attention_heads"],
+        cfg["num_key_value_heads"],
+        cfg["head_dim"],
+        cfg["intermediate_size"],
+    ) == (256, 2, 4, 2, 64, 512)
     assert cfg["dtype"] == "bfloat16" and cfg["bos_token_id"] == 1 and cfg["eos_token_id"] == 2
     assert "sliding_window" not in cfg or cfg["sliding_window"] is None
     names = tensor_names(llama)
@@ -56,8 +62,9 @@ def test_tokenizer_and_chat_template_work_offline(llama: Path) -> None:
     text = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
     assert text == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
     tools = [{"type": "function", "function": {"name": "add", "parameters": {}}}]
-    assert "You may call functions" in tok.apply_chat_template([{"role": "user", "content": "x"}], tools=tools,
-                                                               tokenize=False)
+    assert "You may call functions" in tok.apply_chat_template(
+        [{"role": "user", "content": "x"}], tools=tools, tokenize=False
+    )
 
 
 def test_qwen3next_is_a_gated_delta_net_hybrid_with_moe(hybrid: Path) -> None:
@@ -78,13 +85,16 @@ def test_sliding_window_llama_and_seed_reproducibility(tmp_path: Path, llama: Pa
     assert (swa / "model.safetensors").read_bytes() == (llama / "model.safetensors").read_bytes()
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"kind": "gpt2"}, "unknown testbed model kind"),
-    ({"heads": 4, "kv_heads": 3}, "multiple of kv_heads"),
-    ({"head_dim": 16}, "too small for the vLLM CPU attention kernel"),
-    ({"kind": "qwen3next", "sliding_window": 64}, "sliding_window applies to kind 'llama' only"),
-    ({"layers": 0}, "positive"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"kind": "gpt2"}, "unknown testbed model kind"),
+        ({"heads": 4, "kv_heads": 3}, "multiple of kv_heads"),
+        ({"head_dim": 16}, "too small for the vLLM CPU attention kernel"),
+        ({"kind": "qwen3next", "sliding_window": 64}, "sliding_window applies to kind 'llama' only"),
+        ({"layers": 0}, "positive"),
+    ],
+)
 def test_bad_shapes_are_refused_before_any_work(tmp_path: Path, kwargs: dict, message: str) -> None:
     with pytest.raises(InputError, match=message):
         make_model(tmp_path / "m", **kwargs)

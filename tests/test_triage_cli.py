@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import EXCERPTS
 
 OOMKIT = [sys.executable, "-m", "oomkit"]
@@ -25,8 +24,14 @@ def test_json_has_the_stable_keys():
     assert all(set(e) == {"file", "line", "text"} for e in doc["verdict"]["evidence"])
     assert all(set(t) >= {"phase", "file", "line", "time"} for t in doc["timeline"])
     assert set(doc["facts"]) >= {"vllm_version", "engine", "model", "args", "figures"}
-    assert set(doc["facts"]["figures"]) >= {"model_weights_gib", "available_kv_cache_gib", "kv_cache_tokens",
-                                            "max_concurrency", "max_concurrency_tokens", "cuda_graph_gib"}
+    assert set(doc["facts"]["figures"]) >= {
+        "model_weights_gib",
+        "available_kv_cache_gib",
+        "kv_cache_tokens",
+        "max_concurrency",
+        "max_concurrency_tokens",
+        "cuda_graph_gib",
+    }
     assert doc["verdict"]["phase"] == "kv_cache_allocation"
 
 
@@ -66,9 +71,11 @@ def test_bad_input_is_one_line_exit_2(tmp_path, setup):
 
 def test_secrets_in_log_lines_never_printed(tmp_path):
     p = tmp_path / "s.log"
-    p.write_text("(APIServer pid=1) INFO 12-02 10:00:00 [x.py:1] non-default args: {'api_key': 'sk-secretsecretsecret123', 'model': 'm'}\n"
-                 "(APIServer pid=1) ERROR 12-02 10:00:01 [x.py:2] ValueError: bad header Authorization: Bearer abcdef123456\n"
-                 "RuntimeError: Engine core initialization failed. See root cause above.\n")
+    p.write_text(
+        "(APIServer pid=1) INFO 12-02 10:00:00 [x.py:1] non-default args: {'api_key': 'sk-secretsecretsecret123', 'model': 'm'}\n"
+        "(APIServer pid=1) ERROR 12-02 10:00:01 [x.py:2] ValueError: bad header Authorization: Bearer abcdef123456\n"
+        "RuntimeError: Engine core initialization failed. See root cause above.\n"
+    )
     for args in (["triage", str(p)], ["triage", str(p), "--json"]):
         out = run(*args)
         assert "sk-secretsecretsecret123" not in out.stdout and "abcdef123456" not in out.stdout

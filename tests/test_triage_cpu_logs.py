@@ -2,8 +2,8 @@
 complete server logs of real runs, each with the outcome the study observed."""
 
 import pytest
-
 from conftest import CPU_LOGS, need
+
 from oomkit.triage import analyse
 
 EXPECTED = {
@@ -11,9 +11,17 @@ EXPECTED = {
     "startup_ok_tiny.log": ("healthy", False, {"kv_cache_tokens": 2106880, "kv_cache_device": "CPU"}),
     "startup_fast_eager_kvbytes.log": ("healthy", False, {}),
     "kv_autofit.log": ("healthy", False, {"auto_fit_to": 896, "kv_cache_tokens": 1024, "max_concurrency": 1.14}),
-    "kv_override_too_small.log": ("kv_cache_allocation", True, {"estimated_max_model_len": 896, "num_gpu_blocks_override": 8}),
+    "kv_override_too_small.log": (
+        "kv_cache_allocation",
+        True,
+        {"estimated_max_model_len": 896, "num_gpu_blocks_override": 8},
+    ),
     "kv_bytes_too_small.log": ("kv_cache_allocation", True, {"estimated_max_model_len": 1792}),
-    "kv_bytes_too_small_bigmodel.log": ("kv_cache_allocation", True, {"estimated_max_model_len": 2560, "needed_kv_cache_gib": 0.14, "available_kv_cache_gib": 0.09}),
+    "kv_bytes_too_small_bigmodel.log": (
+        "kv_cache_allocation",
+        True,
+        {"estimated_max_model_len": 2560, "needed_kv_cache_gib": 0.14, "available_kv_cache_gib": 0.09},
+    ),
     "kv_bytes_zero.log": ("kv_cache_allocation", True, {}),
     "gmu_099.log": ("environment", True, {"gpu_memory_utilization": 0.99, "requested_memory_gib": 8.87}),
     "gmu_default_092.log": ("environment", True, {"gpu_memory_utilization": 0.92}),
@@ -42,7 +50,11 @@ def test_cpu_log(name):
     assert res.verdict.phase == phase, res.verdict.summary
     assert res.verdict.is_oom is is_oom
     for key, value in figures.items():
-        assert res.facts.figures.get(key) == pytest.approx(value) if isinstance(value, float) else res.facts.figures.get(key) == value, key
+        assert (
+            res.facts.figures.get(key) == pytest.approx(value)
+            if isinstance(value, float)
+            else res.facts.figures.get(key) == value
+        ), key
     assert res.facts.vllm_version == "0.32.0" and res.facts.engine == "v1"
     for ev in res.verdict.evidence:
         assert ev.line >= 1 and ev.text
@@ -50,8 +62,15 @@ def test_cpu_log(name):
 
 def test_healthy_timeline_in_order():
     res = analyse([str(need(CPU_LOGS / "startup_ok_tiny.log"))])
-    assert res.phases_reached() == ["environment", "distributed_init", "weight_loading", "memory_profiling",
-                                    "kv_cache_allocation", "cudagraph_capture", "ready"]  # only /health and /metrics were asked
+    assert res.phases_reached() == [
+        "environment",
+        "distributed_init",
+        "weight_loading",
+        "memory_profiling",
+        "kv_cache_allocation",
+        "cudagraph_capture",
+        "ready",
+    ]  # only /health and /metrics were asked
     lines = [t.line for t in res.timeline]
     assert lines == sorted(lines)
     assert res.facts.args["max_model_len"] == 1024 and res.facts.args["gpu_memory_utilization"] == 0.3

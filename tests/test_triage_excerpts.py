@@ -4,8 +4,8 @@ labelled real-log corpus in shared/ (accuracy is measured by benchmarks/triage_a
 import json
 
 import pytest
-
 from conftest import CORPUS, EXCERPTS
+
 from oomkit.triage import analyse
 
 CASES = {
@@ -56,7 +56,12 @@ def test_secrets_in_args_are_redacted_in_json():
 
 def test_oom_line_figures():
     f = analyse([str(EXCERPTS / "v1_0.20_profile_oom_frames.log")]).facts.figures
-    assert (f["oom_tried_gib"], f["oom_total_gib"], f["oom_free_gib"], f["oom_pytorch_allocated_gib"]) == (8.0, 79.19, 3.1, 72.0)
+    assert (f["oom_tried_gib"], f["oom_total_gib"], f["oom_free_gib"], f["oom_pytorch_allocated_gib"]) == (
+        8.0,
+        79.19,
+        3.1,
+        72.0,
+    )
 
 
 def test_ray_repeat_counted_and_prefill_decode():
@@ -69,7 +74,10 @@ def test_corpus_floor():
     logs = sorted(CORPUS.glob("*.log"))
     if not logs:
         pytest.skip("shared corpus not here")
-    right = sum(analyse([str(p)]).verdict.phase == json.loads(p.with_suffix(".json").read_text())["label"]["phase"] for p in logs)
+    right = sum(
+        analyse([str(p)]).verdict.phase == json.loads(p.with_suffix(".json").read_text())["label"]["phase"]
+        for p in logs
+    )
     assert right / len(logs) >= 0.85
 
 
@@ -78,10 +86,12 @@ def test_engine_core_reaped_with_sigkill_reads_as_a_kill(tmp_path):
     as when tests/test_faults_server.py kills the EngineCore or the kernel's OOM killer does. A
     Worker's BrokenPipeError that follows its parent's death must not be taken for the cause."""
     log = tmp_path / "killed.log"
-    log.write_text("(EngineCore pid=2211) INFO 12-02 18:20:01 [gpu_model_runner.py:4000] Starting to load model m...\n"
-                   "(Worker pid=2301) ERROR 12-02 18:20:02 [multiproc_executor.py:800] BrokenPipeError: [Errno 32] Broken pipe\n"
-                   "RuntimeError: Engine core initialization failed. See root cause above. "
-                   "Failed core proc(s): {'EngineCore_DP0': -9}\n")
+    log.write_text(
+        "(EngineCore pid=2211) INFO 12-02 18:20:01 [gpu_model_runner.py:4000] Starting to load model m...\n"
+        "(Worker pid=2301) ERROR 12-02 18:20:02 [multiproc_executor.py:800] BrokenPipeError: [Errno 32] Broken pipe\n"
+        "RuntimeError: Engine core initialization failed. See root cause above. "
+        "Failed core proc(s): {'EngineCore_DP0': -9}\n"
+    )
     v = analyse([str(log)]).verdict
     assert (v.phase, v.is_oom) == ("weight_loading", True) and "SIGKILL" in v.summary
     log.write_text(log.read_text().replace("-9}", "1}"))

@@ -26,16 +26,31 @@ def test_every_minor_release_from_0_6_is_read() -> None:
     assert sum(v.startswith("installed-") for v in versions) <= 1
 
 
-@pytest.mark.parametrize("line,phase,is_oom", [
-    ("ValueError: To serve at least one request with the models's max seq len (4096), (0.14 GiB KV cache is needed, "
-     "which is larger than the available KV cache memory (0.09 GiB). Based on the available memory, the estimated "
-     "maximum model length is 896. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
-     "initializing the engine.", "kv_cache_allocation", True),
-    ("RuntimeError: CUDA out of memory occurred when warming up sampler with 1024 dummy requests. Please try lowering "
-     "`max_num_seqs` or `gpu_memory_utilization` when initializing the engine.", "memory_profiling", True),
-    ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
-     "initializing the engine.", "kv_cache_allocation", True),
-])
+@pytest.mark.parametrize(
+    "line,phase,is_oom",
+    [
+        (
+            "ValueError: To serve at least one request with the models's max seq len (4096), (0.14 GiB KV cache is needed, "
+            "which is larger than the available KV cache memory (0.09 GiB). Based on the available memory, the estimated "
+            "maximum model length is 896. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+            "initializing the engine.",
+            "kv_cache_allocation",
+            True,
+        ),
+        (
+            "RuntimeError: CUDA out of memory occurred when warming up sampler with 1024 dummy requests. Please try lowering "
+            "`max_num_seqs` or `gpu_memory_utilization` when initializing the engine.",
+            "memory_profiling",
+            True,
+        ),
+        (
+            "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+            "initializing the engine.",
+            "kv_cache_allocation",
+            True,
+        ),
+    ],
+)
 def test_real_messages_map_to_their_phase(line: str, phase: str, is_oom: bool) -> None:
     row = match_message(line)
     assert row is not None, line
@@ -47,23 +62,28 @@ def test_unrelated_text_matches_nothing() -> None:
     assert match_message("the quick brown fox jumps over the lazy dog") is None
 
 
-@pytest.mark.parametrize("path,function,phase", [
-    (f"{SP}/v1/worker/gpu_model_runner.py", "capture_model", "cudagraph_capture"),
-    (f"{SP}/v1/worker/gpu_model_runner.py", "_dummy_sampler_run", "memory_profiling"),
-    (f"{SP}/v1/worker/gpu_model_runner.py", "profile_run", "memory_profiling"),
-    (f"{SP}/v1/worker/gpu_worker.py", "determine_available_memory", "memory_profiling"),
-    (f"{SP}/v1/worker/gpu_model_runner.py", "initialize_kv_cache", "kv_cache_allocation"),
-    (f"{SP}/v1/worker/gpu_model_runner.py", "execute_model", "serving"),
-])
+@pytest.mark.parametrize(
+    "path,function,phase",
+    [
+        (f"{SP}/v1/worker/gpu_model_runner.py", "capture_model", "cudagraph_capture"),
+        (f"{SP}/v1/worker/gpu_model_runner.py", "_dummy_sampler_run", "memory_profiling"),
+        (f"{SP}/v1/worker/gpu_model_runner.py", "profile_run", "memory_profiling"),
+        (f"{SP}/v1/worker/gpu_worker.py", "determine_available_memory", "memory_profiling"),
+        (f"{SP}/v1/worker/gpu_model_runner.py", "initialize_kv_cache", "kv_cache_allocation"),
+        (f"{SP}/v1/worker/gpu_model_runner.py", "execute_model", "serving"),
+    ],
+)
 def test_frames_map_to_their_phase(path: str, function: str, phase: str) -> None:
     row = frame_phase(path, function)
     assert row is not None and row.phase == phase
 
 
 def test_a_pynccl_stack_is_network_communication() -> None:
-    stack = [f"{SP}/v1/worker/gpu_worker.py::init_device",
-             f"{SP}/distributed/device_communicators/pynccl.py::__init__",
-             f"{SP}/distributed/device_communicators/pynccl_wrapper.py::ncclCommInitRank"]
+    stack = [
+        f"{SP}/v1/worker/gpu_worker.py::init_device",
+        f"{SP}/distributed/device_communicators/pynccl.py::__init__",
+        f"{SP}/distributed/device_communicators/pynccl_wrapper.py::ncclCommInitRank",
+    ]
     assert source_frames_phase(stack) in ("network_communication", "environment")
     assert source_frames_phase(stack[1:]) == "network_communication"
 
@@ -73,12 +93,17 @@ def test_triage_places_a_cut_traceback_by_source_frames(tmp_path: Path) -> None:
     # before its exception line. No hand rule names these frames.
     prefix = "(Worker_TP1 pid=77) ERROR 11-02 10:00:00 [multiproc_executor.py:600] "
     log = tmp_path / "cut.log"
-    log.write_text("".join(prefix + line + "\n" for line in [
-        "WorkerProc failed to start.",
-        "Traceback (most recent call last):",
-        f'  File "{SP}/distributed/device_communicators/custom_all_reduce.py", line 90, in __init__',
-        f'  File "{SP}/distributed/device_communicators/all_reduce_utils.py", line 40, in gpu_p2p_access_check',
-    ]))
+    log.write_text(
+        "".join(
+            prefix + line + "\n"
+            for line in [
+                "WorkerProc failed to start.",
+                "Traceback (most recent call last):",
+                f'  File "{SP}/distributed/device_communicators/custom_all_reduce.py", line 90, in __init__',
+                f'  File "{SP}/distributed/device_communicators/all_reduce_utils.py", line 40, in gpu_p2p_access_check',
+            ]
+        )
+    )
     verdict = analyse([str(log)]).verdict
     assert verdict.phase == "network_communication"
     assert verdict.decided_by == "frames"
@@ -86,8 +111,10 @@ def test_triage_places_a_cut_traceback_by_source_frames(tmp_path: Path) -> None:
 
 def test_a_lone_oom_line_is_oom_with_a_phase(tmp_path: Path) -> None:
     log = tmp_path / "lone.log"
-    log.write_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 224.00 MiB. GPU 0 has a total "
-                   "capacity of 23.64 GiB of which 100.00 MiB is free.\n")
+    log.write_text(
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 224.00 MiB. GPU 0 has a total "
+        "capacity of 23.64 GiB of which 100.00 MiB is free.\n"
+    )
     verdict = analyse([str(log)]).verdict
     assert verdict.is_oom is True and verdict.phase != "unknown" and verdict.confidence == "low"
 
@@ -99,6 +126,10 @@ def test_cpu_logs_keep_their_verdicts_with_decided_by() -> None:
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed (the testbed extra)")
 def test_tables_are_not_stale_against_the_installed_vllm() -> None:
-    done = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_vllm_knowledge.py"), "--check-installed"],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "gen_vllm_knowledge.py"), "--check-installed"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]

@@ -22,10 +22,18 @@ from oomkit.workload import (
 from oomkit.workload.tokens import ServerCounter
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
-SMALL = {"name": "t", "sessions": 3, "steps": 3, "system_instruction_tokens": 120, "format_rules_tokens": 30,
-         "user_task_tokens": 20, "workflow_metadata_tokens": 10, "output_tokens": [16, 32],
-         "tools": {"count": 3, "schema_tokens": 50, "choice": "named", "strict": True},
-         "history": {"assistant_action_tokens": 20, "tool_result_tokens": 60}}
+SMALL = {
+    "name": "t",
+    "sessions": 3,
+    "steps": 3,
+    "system_instruction_tokens": 120,
+    "format_rules_tokens": 30,
+    "user_task_tokens": 20,
+    "workflow_metadata_tokens": 10,
+    "output_tokens": [16, 32],
+    "tools": {"count": 3, "schema_tokens": 50, "choice": "named", "strict": True},
+    "history": {"assistant_action_tokens": 20, "tool_result_tokens": 60},
+}
 
 
 @pytest.mark.parametrize("name", ["workload-agent.yaml", "workload-testbed.yaml"])
@@ -34,14 +42,17 @@ def test_examples_are_valid(name):
     assert wl.sessions >= 1 and wl.steps >= 1
 
 
-@pytest.mark.parametrize("data,field,why", [
-    ({"name": "x", "sessions": "3"}, "sessions", "valid integer"),
-    ({"name": "x", "tools": {"count": 2, "shema_tokens": 5}}, "tools.shema_tokens", "Extra inputs"),
-    ({"name": "x", "output_tokens": [50, 10]}, "output_tokens", "min <= max"),
-    ({"name": "x", "prefix_reuse": 1.5}, "prefix_reuse", "less than or equal to 1"),
-    ({"name": "x", "tools": {"choice": "sometimes"}}, "tools.choice", "auto"),
-    ({"sessions": 2}, "name", "Field required"),
-])
+@pytest.mark.parametrize(
+    "data,field,why",
+    [
+        ({"name": "x", "sessions": "3"}, "sessions", "valid integer"),
+        ({"name": "x", "tools": {"count": 2, "shema_tokens": 5}}, "tools.shema_tokens", "Extra inputs"),
+        ({"name": "x", "output_tokens": [50, 10]}, "output_tokens", "min <= max"),
+        ({"name": "x", "prefix_reuse": 1.5}, "prefix_reuse", "less than or equal to 1"),
+        ({"name": "x", "tools": {"choice": "sometimes"}}, "tools.choice", "auto"),
+        ({"sessions": 2}, "name", "Field required"),
+    ],
+)
 def test_invalid_workload_names_the_field_and_the_reason(data, field, why):
     with pytest.raises(InputError) as err:
         parse_workload(data, "w.yaml")
@@ -88,6 +99,7 @@ def test_prefix_reuse_controls_the_shared_system_prompt():
         rs = materialise(parse_workload({**SMALL, "prefix_reuse": reuse}), ApproxCounter())
         a, b = (s[0].body["messages"][0]["content"] for s in rs.sessions()[:2])
         return len(os.path.commonprefix([a, b])) / len(a)
+
     assert shared(1.0) == 1.0 and 0.45 <= shared(0.5) <= 0.6 and shared(0.0) < 0.05
 
 

@@ -10,52 +10,189 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-LOG_LEVELS = {"debug", "info", "info_once", "warning", "warning_once", "warn", "error", "exception", "critical",
-              "debug_once"}
+LOG_LEVELS = {
+    "debug",
+    "info",
+    "info_once",
+    "warning",
+    "warning_once",
+    "warn",
+    "error",
+    "exception",
+    "critical",
+    "debug_once",
+}
 MIN_LITERAL_CHARS = 12  # shorter templates ("%s", "Error: %s") match too much to mean anything
 MAX_DEPTH = 3
 # Roots of each phase: vLLM's own function names on the start-up path (V0 and V1), read from
 # vllm/worker, vllm/v1/worker, vllm/v1/engine, vllm/model_executor/model_loader, vllm/distributed.
 ROOTS: dict[str, tuple[str, ...]] = {
-    "weight_loading": ("load_model", "load_weights", "get_model", "_get_weights_iterator", "download_model",
-                       "create_weights", "initialize_model", "_initialize_model", "safetensors_weights_iterator",
-                       "load_weights_and_online_quantize", "process_weights_after_loading"),
-    "memory_profiling": ("profile_run", "determine_available_memory", "determine_num_available_blocks",
-                         "_dummy_run", "_dummy_sampler_run", "_dummy_pooler_run", "profile", "memory_profiling",
-                         "_profile_multimodal"),
-    "kv_cache_allocation": ("initialize_kv_cache", "get_kv_cache_config", "get_kv_cache_configs",
-                            "check_enough_kv_cache_memory", "_check_enough_kv_cache_memory", "initialize_cache",
-                            "_allocate_kv_cache", "allocate_gpu_cache", "_allocate_kv_cache_tensors",
-                            "_reshape_kv_cache_tensors", "initialize_kv_cache_tensors", "_initialize_kv_caches",
-                            "_init_cache_engine", "get_kv_cache_spec", "may_reinitialize_input_batch",
-                            "raise_if_cache_size_invalid", "_get_num_blocks"),
-    "cudagraph_capture": ("capture_model", "_capture_cudagraphs", "compile_or_warm_up_model", "capture",
-                          "_warmup_and_capture"),
-    "serving": ("execute_model", "_execute_model", "sample_tokens", "_sample", "compute_logits", "step",
-                "_prepare_inputs", "_update_states", "_model_forward", "execute_dummy_batch"),
-    "network_communication": ("init_distributed_environment", "initialize_model_parallel",
-                              "ensure_model_parallel_initialized", "init_worker_distributed_environment",
-                              "_init_executor", "_init_workers_ray", "initialize_ray_cluster",
-                              "_wait_until_pg_ready", "all_reduce", "barrier", "broadcast_object"),
-    "environment": ("init_device", "_check_if_gpu_supports_dtype", "check_and_update_config",
-                    "get_device_capability", "device_count", "_raise_if_unsupported"),
+    "weight_loading": (
+        "load_model",
+        "load_weights",
+        "get_model",
+        "_get_weights_iterator",
+        "download_model",
+        "create_weights",
+        "initialize_model",
+        "_initialize_model",
+        "safetensors_weights_iterator",
+        "load_weights_and_online_quantize",
+        "process_weights_after_loading",
+    ),
+    "memory_profiling": (
+        "profile_run",
+        "determine_available_memory",
+        "determine_num_available_blocks",
+        "_dummy_run",
+        "_dummy_sampler_run",
+        "_dummy_pooler_run",
+        "profile",
+        "memory_profiling",
+        "_profile_multimodal",
+    ),
+    "kv_cache_allocation": (
+        "initialize_kv_cache",
+        "get_kv_cache_config",
+        "get_kv_cache_configs",
+        "check_enough_kv_cache_memory",
+        "_check_enough_kv_cache_memory",
+        "initialize_cache",
+        "_allocate_kv_cache",
+        "allocate_gpu_cache",
+        "_allocate_kv_cache_tensors",
+        "_reshape_kv_cache_tensors",
+        "initialize_kv_cache_tensors",
+        "_initialize_kv_caches",
+        "_init_cache_engine",
+        "get_kv_cache_spec",
+        "may_reinitialize_input_batch",
+        "raise_if_cache_size_invalid",
+        "_get_num_blocks",
+    ),
+    "cudagraph_capture": (
+        "capture_model",
+        "_capture_cudagraphs",
+        "compile_or_warm_up_model",
+        "capture",
+        "_warmup_and_capture",
+    ),
+    "serving": (
+        "execute_model",
+        "_execute_model",
+        "sample_tokens",
+        "_sample",
+        "compute_logits",
+        "step",
+        "_prepare_inputs",
+        "_update_states",
+        "_model_forward",
+        "execute_dummy_batch",
+    ),
+    "network_communication": (
+        "init_distributed_environment",
+        "initialize_model_parallel",
+        "ensure_model_parallel_initialized",
+        "init_worker_distributed_environment",
+        "_init_executor",
+        "_init_workers_ray",
+        "initialize_ray_cluster",
+        "_wait_until_pg_ready",
+        "all_reduce",
+        "barrier",
+        "broadcast_object",
+    ),
+    "environment": (
+        "init_device",
+        "_check_if_gpu_supports_dtype",
+        "check_and_update_config",
+        "get_device_capability",
+        "device_count",
+        "_raise_if_unsupported",
+    ),
 }
 # A function reached from two roots at the same distance takes the earlier phase here: a failure
 # while starting is more telling than the serving path the same helper is also on.
-PHASE_ORDER = ("environment", "network_communication", "weight_loading", "memory_profiling", "kv_cache_allocation",
-               "cudagraph_capture", "serving")
+PHASE_ORDER = (
+    "environment",
+    "network_communication",
+    "weight_loading",
+    "memory_profiling",
+    "kv_cache_allocation",
+    "cudagraph_capture",
+    "serving",
+)
 # Names too generic to follow through the call graph by name alone.
-NOT_FOLLOWED = {"forward", "__init__", "__call__", "get", "set", "items", "append", "update", "to", "view",
-                "cuda", "item", "copy_", "fill_", "run", "wait", "info", "debug", "warning", "error", "format",
-                "join", "split", "keys", "values", "pop", "extend", "add", "sum", "max", "min", "len", "range",
-                "isinstance", "getattr", "setattr", "hasattr", "print", "list", "dict", "tuple", "str", "int",
-                "float", "bool", "zip", "enumerate", "sorted", "any", "all", "apply", "call", "execute",
-                "collective_rpc", "_run_workers", "empty", "zeros", "tensor", "synchronize", "reshape"}
-OOM = re.compile(r"out of memory|\bOOM\b|insufficient memory|not enough (?:GPU |device )?memory|"
-                 r"no available memory|larger than the maximum number of tokens that can be stored|"
-                 r"larger than the available KV cache memory|"
-                 r"increase `?gpu_memory_utilization|memory for the cache blocks|cannot allocate memory|"
-                 r"free memory on device", re.I)
+NOT_FOLLOWED = {
+    "forward",
+    "__init__",
+    "__call__",
+    "get",
+    "set",
+    "items",
+    "append",
+    "update",
+    "to",
+    "view",
+    "cuda",
+    "item",
+    "copy_",
+    "fill_",
+    "run",
+    "wait",
+    "info",
+    "debug",
+    "warning",
+    "error",
+    "format",
+    "join",
+    "split",
+    "keys",
+    "values",
+    "pop",
+    "extend",
+    "add",
+    "sum",
+    "max",
+    "min",
+    "len",
+    "range",
+    "isinstance",
+    "getattr",
+    "setattr",
+    "hasattr",
+    "print",
+    "list",
+    "dict",
+    "tuple",
+    "str",
+    "int",
+    "float",
+    "bool",
+    "zip",
+    "enumerate",
+    "sorted",
+    "any",
+    "all",
+    "apply",
+    "call",
+    "execute",
+    "collective_rpc",
+    "_run_workers",
+    "empty",
+    "zeros",
+    "tensor",
+    "synchronize",
+    "reshape",
+}
+OOM = re.compile(
+    r"out of memory|\bOOM\b|insufficient memory|not enough (?:GPU |device )?memory|"
+    r"no available memory|larger than the maximum number of tokens that can be stored|"
+    r"larger than the available KV cache memory|"
+    r"increase `?gpu_memory_utilization|memory for the cache blocks|cannot allocate memory|"
+    r"free memory on device",
+    re.I,
+)
 
 
 @dataclass(frozen=True)
@@ -181,8 +318,13 @@ def _literal_parts(node: ast.expr) -> list[str] | None:
         if left is None and right is None:
             return None
         return (left or [""])[:-1] + [(left or [""])[-1] + (right or [""])[0]] + (right or [""])[1:]
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format"
-            and isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str)):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "format"
+        and isinstance(node.func.value, ast.Constant)
+        and isinstance(node.func.value.value, str)
+    ):
         return _BRACES.split(node.func.value.value)
     return None
 

@@ -13,17 +13,36 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-PLATFORM_ARGS = ["--only-binary", ":all:", "--python-version", "3.12", "--platform", "manylinux_2_35_x86_64",
-                 "--platform", "manylinux_2_34_x86_64", "--platform", "manylinux_2_31_x86_64",
-                 "--platform", "manylinux_2_28_x86_64",
-                 "--platform", "manylinux2014_x86_64", "--platform", "manylinux1_x86_64"]
+PLATFORM_ARGS = [
+    "--only-binary",
+    ":all:",
+    "--python-version",
+    "3.12",
+    "--platform",
+    "manylinux_2_35_x86_64",
+    "--platform",
+    "manylinux_2_34_x86_64",
+    "--platform",
+    "manylinux_2_31_x86_64",
+    "--platform",
+    "manylinux_2_28_x86_64",
+    "--platform",
+    "manylinux2014_x86_64",
+    "--platform",
+    "manylinux1_x86_64",
+]
 FIRST_MINOR = (0, 6)
 
 
 def release_versions() -> list[str]:
     """The newest patch of every minor release from 0.6 on, as the package index lists them."""
-    done = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "vllm"], capture_output=True,
-                          text=True, timeout=120, check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "index", "versions", "vllm"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     listed = re.search(r"Available versions: (.+)", done.stdout)
     if not listed:
         raise SystemExit("pip index versions vllm listed no versions")
@@ -49,8 +68,11 @@ def fetch_source(version: str, cache: Path) -> tuple[Path, str]:
     if stamp.exists():
         return target, stamp.read_text().strip()
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", *PLATFORM_ARGS,
-                        f"vllm=={version}", "-d", tmp], check=True, timeout=1800)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", *PLATFORM_ARGS, f"vllm=={version}", "-d", tmp],
+            check=True,
+            timeout=1800,
+        )
         wheel = next(Path(tmp).glob("vllm-*.whl"))
         digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
         partial = target.with_suffix(".partial")

@@ -15,11 +15,16 @@ from oomkit.redact import redact
 # Each entry is a module in oomkit.commands that defines `command` (a click command or group).
 COMMAND_MODULES = (
     "triage",
-    "launch", "testbed",
+    "launch",
+    "testbed",
     "env",
     "plan",
-    "ladder", "bench",
-    "compare", "decide", "report", "investigate",
+    "ladder",
+    "bench",
+    "compare",
+    "decide",
+    "report",
+    "investigate",
     "runs",
 )
 
@@ -62,7 +67,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(0)
     except OSError as err:  # the OS refused a path or a write: a name too long, no permission, disk full
         where = f"{str(err.filename)[:200]}: " if err.filename is not None else ""
-        click.echo(redact(f"oomkit: error: {where}{err.strerror or err} (check the path, its permissions "
-                          "and the free space)"), err=True)
+        click.echo(
+            redact(f"oomkit: error: {where}{err.strerror or err} (check the path, its permissions and the free space)"),
+            err=True,
+        )
         sys.exit(EXIT_INPUT)
     sys.exit(code if isinstance(code, int) else 0)

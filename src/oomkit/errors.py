@@ -42,8 +42,16 @@ class MissingDependency(OomkitError):
     """An optional extra is needed for this command."""
 
 
-WRONG_SHAPE = (TypeError, KeyError, AttributeError, ValueError, IndexError, OverflowError, ZeroDivisionError,
-               RecursionError)
+WRONG_SHAPE = (
+    TypeError,
+    KeyError,
+    AttributeError,
+    ValueError,
+    IndexError,
+    OverflowError,
+    ZeroDivisionError,
+    RecursionError,
+)
 """What reading a field of an unexpected shape raises (a string where a list belongs, a missing key,
 10**400 where a float is needed): files oomkit wrote itself can still be edited, torn or from
 another version, and such a field is unusable input, not a traceback."""

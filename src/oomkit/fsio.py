@@ -66,7 +66,7 @@ class JsonlWriter:
     def close(self) -> None:
         self._fh.close()
 
-    def __enter__(self) -> "JsonlWriter":
+    def __enter__(self) -> JsonlWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -105,15 +105,19 @@ def read_text_limited(path: str | os.PathLike[str], limit_bytes: int, what: str,
     except OSError as err:  # a folder, no permission, an I/O error
         raise InputError(f"{p}: cannot read the {what} ({err.strerror or err})", hint=hint) from None
     if len(data) > limit_bytes:
-        raise InputError(f"{p}: more than {_size(limit_bytes)}, the limit for a {what}",
-                         hint=hint or f"a {what} is a short text file: check that this is the right path")
+        raise InputError(
+            f"{p}: more than {_size(limit_bytes)}, the limit for a {what}",
+            hint=hint or f"a {what} is a short text file: check that this is the right path",
+        )
     if b"\x00" in data:
         raise InputError(f"{p}: a binary file (NUL byte at offset {data.index(0):,}), not a {what}", hint=hint)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise InputError(f"{p}: not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start:,})",
-                         hint=hint or f"save the {what} as UTF-8") from None
+        raise InputError(
+            f"{p}: not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start:,})",
+            hint=hint or f"save the {what} as UTF-8",
+        ) from None
 
 
 _READ_CHUNK_BYTES = 1 << 20

@@ -49,8 +49,14 @@ class ImportedRun:
     notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tool": self.tool, "path": self.path, "request_set_id": self.request_set_id, "model": self.model,
-                "points": [p.to_dict() for p in self.points], "notes": list(self.notes)}
+        return {
+            "tool": self.tool,
+            "path": self.path,
+            "request_set_id": self.request_set_id,
+            "model": self.model,
+            "points": [p.to_dict() for p in self.points],
+            "notes": list(self.notes),
+        }
 
 
 def _fingerprint(tool: str, data: Any) -> str:
@@ -66,8 +72,18 @@ def _num(d: dict[str, Any], key: str) -> float | None:
 # A GuideLLM report keeps every request of every benchmark: tens of MB for a large sweep.
 IMPORT_LIMIT_BYTES = 256 * 2**20
 # Keys of `vllm bench serve` that describe what was sent (vllm/benchmarks/serve.py, datasets/).
-VLLM_DATASET_KEYS = ("dataset_name", "dataset_path", "num_prompts", "random_input_len", "random_output_len",
-                     "random_range_ratio", "random_prefix_len", "seed", "tokenizer_id", "input_lens")
+VLLM_DATASET_KEYS = (
+    "dataset_name",
+    "dataset_path",
+    "num_prompts",
+    "random_input_len",
+    "random_output_len",
+    "random_range_ratio",
+    "random_prefix_len",
+    "seed",
+    "tokenizer_id",
+    "input_lens",
+)
 
 
 def from_vllm_bench(data: dict[str, Any], path: str) -> ImportedRun:
@@ -79,12 +95,19 @@ def from_vllm_bench(data: dict[str, Any], path: str) -> ImportedRun:
     rate = data.get("request_rate")
     point = LoadPoint(
         label=str(data.get("label") or f"max_concurrency={data.get('max_concurrency')}"),
-        concurrency=_num(data, "max_concurrency"), request_rate=None if rate in (None, "inf") else _num(data, "request_rate"),
-        requests=completed + failed, errors=failed,
-        ttft_ms_p50=_num(data, "median_ttft_ms"), ttft_ms_p95=_num(data, "p95_ttft_ms"), ttft_ms_p99=_num(data, "p99_ttft_ms"),
-        latency_ms_p50=_num(data, "median_e2el_ms"), latency_ms_p95=_num(data, "p95_e2el_ms"),
-        latency_ms_p99=_num(data, "p99_e2el_ms"), output_tokens_per_s=_num(data, "output_throughput"),
-        duration_s=_num(data, "duration"))
+        concurrency=_num(data, "max_concurrency"),
+        request_rate=None if rate in (None, "inf") else _num(data, "request_rate"),
+        requests=completed + failed,
+        errors=failed,
+        ttft_ms_p50=_num(data, "median_ttft_ms"),
+        ttft_ms_p95=_num(data, "p95_ttft_ms"),
+        ttft_ms_p99=_num(data, "p99_ttft_ms"),
+        latency_ms_p50=_num(data, "median_e2el_ms"),
+        latency_ms_p95=_num(data, "p95_e2el_ms"),
+        latency_ms_p99=_num(data, "p99_e2el_ms"),
+        output_tokens_per_s=_num(data, "output_throughput"),
+        duration_s=_num(data, "duration"),
+    )
     notes = []
     if point.ttft_ms_p95 is None:
         notes.append("no p95 saved: rerun with --metric-percentiles 50,95,99 --percentile-metrics ttft,tpot,itl,e2el")
@@ -95,16 +118,18 @@ def from_vllm_bench(data: dict[str, Any], path: str) -> ImportedRun:
 
 
 def _dist(metrics: dict[str, Any], key: str, scale: float = 1.0) -> tuple[float | None, float | None, float | None]:
-    ok = ((metrics.get(key) or {}).get("successful") or {})
+    ok = (metrics.get(key) or {}).get("successful") or {}
     pct = ok.get("percentiles") or {}
+
     def get(name: str) -> float | None:
         v = pct.get(name)
         return None if v is None else float(v) * scale
+
     return get("p50"), get("p95"), get("p99")
 
 
 def _guidellm_point(b: dict[str, Any], index: int) -> LoadPoint:
-    strategy = ((b.get("config") or {}).get("strategy") or {})
+    strategy = (b.get("config") or {}).get("strategy") or {}
     kind = strategy.get("type_") or strategy.get("type") or "unknown"
     m = b.get("metrics") or {}
     totals = m.get("request_totals") or {}
@@ -115,14 +140,22 @@ def _guidellm_point(b: dict[str, Any], index: int) -> LoadPoint:
     sched = b.get("scheduler_metrics") or {}
     start, end = sched.get("measure_start_time"), sched.get("measure_end_time")
     return LoadPoint(
-        label=f"{kind}" + (f"@{streams}" if streams else f"@{strategy.get('rate')}" if strategy.get("rate") else "")
-              + f" (#{index})",
-        concurrency=float(streams) if streams else None, request_rate=strategy.get("rate"),
-        requests=int(totals.get("total") or 0), errors=int(totals.get("errored") or 0),
-        ttft_ms_p50=ttft[0], ttft_ms_p95=ttft[1], ttft_ms_p99=ttft[2],
-        latency_ms_p50=latency[0], latency_ms_p95=latency[1], latency_ms_p99=latency[2],
+        label=f"{kind}"
+        + (f"@{streams}" if streams else f"@{strategy.get('rate')}" if strategy.get("rate") else "")
+        + f" (#{index})",
+        concurrency=float(streams) if streams else None,
+        request_rate=strategy.get("rate"),
+        requests=int(totals.get("total") or 0),
+        errors=int(totals.get("errored") or 0),
+        ttft_ms_p50=ttft[0],
+        ttft_ms_p95=ttft[1],
+        ttft_ms_p99=ttft[2],
+        latency_ms_p50=latency[0],
+        latency_ms_p95=latency[1],
+        latency_ms_p99=latency[2],
         output_tokens_per_s=float(out_rate) if out_rate is not None else None,
-        duration_s=(float(end) - float(start)) if start is not None and end is not None else None)
+        duration_s=(float(end) - float(start)) if start is not None and end is not None else None,
+    )
 
 
 def from_guidellm(data: dict[str, Any], path: str) -> ImportedRun:
@@ -132,7 +165,7 @@ def from_guidellm(data: dict[str, Any], path: str) -> ImportedRun:
     points = tuple(_guidellm_point(b, i) for i, b in enumerate(benchmarks))
     config = data.get("config") or {}
     sent = {k: config.get(k) for k in ("data", "data_args", "data_samples", "processor", "random_seed") if k in config}
-    model = (config.get("model") if isinstance(config.get("model"), str) else None)
+    model = config.get("model") if isinstance(config.get("model"), str) else None
     notes = () if sent else ("the report has no data settings: every GuideLLM import counts as one request set",)
     return ImportedRun(GUIDELLM, path, _fingerprint(GUIDELLM, sent), model, points, notes)
 
@@ -150,7 +183,11 @@ def read_import(path: str | os.PathLike[str]) -> ImportedRun:
         if isinstance(data, dict) and "mean_ttft_ms" in data:
             return from_vllm_bench(data, str(p))
     except (TypeError, ValueError, AttributeError, OverflowError) as err:
-        raise InputError(f"{p}: a field has an unexpected type or value ({err})",
-                         hint="import the file as the benchmark tool saved it") from None
-    raise InputError(f"{p}: neither a `vllm bench serve --save-result` JSON nor a GuideLLM benchmarks.json",
-                     hint="give an oomkit run folder, or one of those two result files")
+        raise InputError(
+            f"{p}: a field has an unexpected type or value ({err})",
+            hint="import the file as the benchmark tool saved it",
+        ) from None
+    raise InputError(
+        f"{p}: neither a `vllm bench serve --save-result` JSON nor a GuideLLM benchmarks.json",
+        hint="give an oomkit run folder, or one of those two result files",
+    )

@@ -99,13 +99,22 @@ def _folder(profile: str, req: Requirements, opts: InvestigateOptions) -> RunDir
         if run.manifest().get("kind") != "investigation":
             raise InputError(f"{run.path}: not an investigation folder")
         if inv.get("profile") != str(Path(profile).resolve()):
-            raise InputError(f"{run.path} investigated {inv.get('profile')}, not {profile}",
-                             hint="resume with the same profile, or start a new investigation")
+            raise InputError(
+                f"{run.path} investigated {inv.get('profile')}, not {profile}",
+                hint="resume with the same profile, or start a new investigation",
+            )
         run.update(state="running")
         return run
     run = RunDir.create(opts.runs_dir, f"investigate-{req.name}", kind="investigation")
-    run.update(investigation={"profile": str(Path(profile).resolve()), "requirements": req.source,
-                              "team": opts.team, "repeats": opts.repeats, "workload": opts.workload})
+    run.update(
+        investigation={
+            "profile": str(Path(profile).resolve()),
+            "requirements": req.source,
+            "team": opts.team,
+            "repeats": opts.repeats,
+            "workload": opts.workload,
+        }
+    )
     return run
 
 
@@ -118,56 +127,86 @@ def _env(state: _State, opts: InvestigateOptions) -> None:
     snap = take_snapshot().to_dict()
     path = state.run.file("env.json", "the environment snapshot taken before the launch")
     write_json_atomic(path, redact_obj(snap))
-    _say(opts, f"env: {((snap.get('software') or {}).get('vllm_distribution'))} "
-               f"{(snap.get('software') or {}).get('vllm_version')}, {len(snap.get('gpus') or [])} GPU(s)")
+    _say(
+        opts,
+        f"env: {((snap.get('software') or {}).get('vllm_distribution'))} "
+        f"{(snap.get('software') or {}).get('vllm_version')}, {len(snap.get('gpus') or [])} GPU(s)",
+    )
     state.done("env", str(path), began)
 
 
 def ladder_options(req: Requirements) -> LadderOptions:
     """No need to search above the target with its reserve: that is the question."""
-    return LadderOptions(max_concurrency=max(2, math.ceil(req.target_with_reserve())),
-                         max_prompt_tokens=None, slos={"ttft_ms": req.slo.ttft_p95_ms,
-                                                       "latency_ms": req.slo.e2e_p95_ms})
+    return LadderOptions(
+        max_concurrency=max(2, math.ceil(req.target_with_reserve())),
+        max_prompt_tokens=None,
+        slos={"ttft_ms": req.slo.ttft_p95_ms, "latency_ms": req.slo.e2e_p95_ms},
+    )
 
 
-def _ladder(target: Target, state: _State, workload: str | None, req: Requirements, opts: InvestigateOptions) -> dict[str, Any]:
+def _ladder(
+    target: Target, state: _State, workload: str | None, req: Requirements, opts: InvestigateOptions
+) -> dict[str, Any]:
     began = time.monotonic()
     run = target.run_dir
     assert run is not None
     rs, note = request_set_for(workload, target)
     rs.write(run.file("request-set.jsonl", "the requests sent (reuse it with --workload for an identical rerun)"))
     lopts = ladder_options(req)
-    run.update(ladder={"workload": workload, "request_set_id": rs.id, "options": lopts.__dict__},
-               target=target.describe())
+    run.update(
+        ladder={"workload": workload, "request_set_id": rs.id, "options": lopts.__dict__}, target=target.describe()
+    )
     _say(opts, f"ladder on {target.base_url} (up to {lopts.max_concurrency} concurrent dialogs)")
-    result = asyncio.run(run_steps(target, run, rs, lopts, opts.client, opts.memory, opts.progress,
-                                   (note,) if note else ()))
-    state.done("ladder", {"run_dir": str(run.path), "stopped_at": result.stopped_at,
-                          "knee": result.knee.to_dict() if result.knee else None}, began)
+    result = asyncio.run(
+        run_steps(target, run, rs, lopts, opts.client, opts.memory, opts.progress, (note,) if note else ())
+    )
+    state.done(
+        "ladder",
+        {
+            "run_dir": str(run.path),
+            "stopped_at": result.stopped_at,
+            "knee": result.knee.to_dict() if result.knee else None,
+        },
+        began,
+    )
     return state.stages["ladder"]
 
 
-def _compare(state: _State, profile: str, req: Requirements, target: Target | None,
-             opts: InvestigateOptions) -> None:
+def _compare(state: _State, profile: str, req: Requirements, target: Target | None, opts: InvestigateOptions) -> None:
     ladder = state.stages["ladder"]
     if ladder.get("stopped_at") in EARLY_STEPS:
         state.done("compare", {"skipped": f"the ladder stopped at {ladder['stopped_at']}"}, time.monotonic())
         return
     began = time.monotonic()
     request_set = str(Path(ladder["run_dir"]) / "request-set.jsonl")
-    preset = cache_vs_context(profile, request_set, req.concurrent_dialogs, opts.repeats,
-                              steps=req.agent_steps_per_dialog)
-    previous = (state.stages.get("compare_folder") or None)
+    preset = cache_vs_context(
+        profile, request_set, req.concurrent_dialogs, opts.repeats, steps=req.agent_steps_per_dialog
+    )
+    previous = state.stages.get("compare_folder") or None
 
     def remember(folder: RunDir) -> None:
         state.stages["compare_folder"] = str(folder.path)
         state.save()
 
-    copts = CompareOptions(runs_dir=opts.runs_dir, resume=previous, memory=opts.memory, client=opts.client,
-                           on_event=opts.on_event, target=target, on_folder=remember)
+    copts = CompareOptions(
+        runs_dir=opts.runs_dir,
+        resume=previous,
+        memory=opts.memory,
+        client=opts.client,
+        on_event=opts.on_event,
+        target=target,
+        on_folder=remember,
+    )
     result = compare(preset.spec, copts, notes=preset.notes)
-    state.done("compare", {"run_dir": str(result.run_dir), "restarts": result.data["restarts"],
-                           "server_starts": result.data["server_starts"]}, began)
+    state.done(
+        "compare",
+        {
+            "run_dir": str(result.run_dir),
+            "restarts": result.data["restarts"],
+            "server_starts": result.data["server_starts"],
+        },
+        began,
+    )
 
 
 def _measure(profile: str, req: Requirements, state: _State, opts: InvestigateOptions) -> None:
@@ -184,8 +223,9 @@ def _measure(profile: str, req: Requirements, state: _State, opts: InvestigateOp
                     _compare(state, profile, req, target if target.alive and target.alive() else None, opts)
         except LaunchFailed as err:
             _say(opts, f"launch failed: {err.one_line()}")
-            state.done("ladder", {"run_dir": str(err.result.run_dir), "launch_failed": True,
-                                  "stopped_at": "launch"}, began)
+            state.done(
+                "ladder", {"run_dir": str(err.result.run_dir), "launch_failed": True, "stopped_at": "launch"}, began
+            )
             state.done("compare", {"skipped": "the server did not start"}, time.monotonic())
     if "compare" not in state.stages:
         _compare(state, profile, req, None, opts)
@@ -221,10 +261,24 @@ def investigate(profile: str, requirements: str, opts: InvestigateOptions = Inve
     state.done("report", str(html), began)
     comp = state.stages.get("compare") or {}
     restarts, starts = int(comp.get("restarts") or 0), state.starts + int(comp.get("server_starts") or 0)
-    run_dirs = {"investigation": str(state.run.path), "ladder": state.stages["ladder"]["run_dir"],
-                "compare": (state.stages.get("compare") or {}).get("run_dir"), "decision": str(decision.run_dir)}
-    result = InvestigateResult(state.run.path, decision.verdict, decision.rule["id"], decision.summary,
-                               {i.key: i.status for i in decision.checklist}, str(html), run_dirs, state.timings,
-                               starts, restarts, decision.to_dict())
+    run_dirs = {
+        "investigation": str(state.run.path),
+        "ladder": state.stages["ladder"]["run_dir"],
+        "compare": (state.stages.get("compare") or {}).get("run_dir"),
+        "decision": str(decision.run_dir),
+    }
+    result = InvestigateResult(
+        state.run.path,
+        decision.verdict,
+        decision.rule["id"],
+        decision.summary,
+        {i.key: i.status for i in decision.checklist},
+        str(html),
+        run_dirs,
+        state.timings,
+        starts,
+        restarts,
+        decision.to_dict(),
+    )
     state.run.finish("complete", result={k: v for k, v in result.to_dict().items() if k != "decision"})
     return result

@@ -26,9 +26,21 @@ _RULES: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...]
     (re.compile(r"(?i)(--(?:api-key|hf-token|token)(?:=|\s+))(?!\*\*\*)\S+"), r"\1" + MASK),
     # A flag and its value in a printed Python list: subprocess errors quote argv as ['--api-key', 'x'].
     (re.compile(r"(?i)([\"']--(?:api-key|hf-token|token)[\"'],\s*[\"'])(?!\*\*\*)[^\"']+"), r"\1" + MASK),
-    (re.compile(r"(?i)((?<![A-Za-z0-9_])[\"']?" + _SECRET_NAMES + r"[\"']?\s*[:=]\s*\[?\s*[\"']?)(?!\*\*\*)(?!None\b)(?!\$\{)([^\s\"',}\]\[]+)"), r"\1" + MASK),
+    (
+        re.compile(
+            r"(?i)((?<![A-Za-z0-9_])[\"']?"
+            + _SECRET_NAMES
+            + r"[\"']?\s*[:=]\s*\[?\s*[\"']?)(?!\*\*\*)(?!None\b)(?!\$\{)([^\s\"',}\]\[]+)"
+        ),
+        r"\1" + MASK,
+    ),
     # Environment assignments (NAME=value, NAME: value) of upper-case secret-named variables.
-    (re.compile(r"\b([A-Z0-9_]*(?:TOKEN|API_KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?)[A-Z0-9_]*[\"']?\s*[=:]\s*[\"']?)(?!\*\*\*)(?!\$\{)[^\s\"',}]+"), r"\1" + MASK),
+    (
+        re.compile(
+            r"\b([A-Z0-9_]*(?:TOKEN|API_KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?)[A-Z0-9_]*[\"']?\s*[=:]\s*[\"']?)(?!\*\*\*)(?!\$\{)[^\s\"',}]+"
+        ),
+        r"\1" + MASK,
+    ),
     (re.compile(r"\b(?:hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_\-]{16,}|gh[pousr]_[A-Za-z0-9]{20,})\b"), MASK),
     (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^/\s:@]+):([^@\s/]+)@"), r"\1\2:" + MASK + "@"),
 )
@@ -49,8 +61,14 @@ SECRET_KEY = re.compile(r"(?i)^(?:api_key|api-key|hf_token|token|access_token|se
 def redact_obj(obj: object) -> object:
     """Redact a JSON-like value: secret-named keys are masked whatever their value, strings scanned."""
     if isinstance(obj, dict):
-        return {k: (MASK if isinstance(k, str) and SECRET_KEY.match(k) and obj[k] not in (None, "", [], False)
-                    else redact_obj(v)) for k, v in obj.items()}
+        return {
+            k: (
+                MASK
+                if isinstance(k, str) and SECRET_KEY.match(k) and obj[k] not in (None, "", [], False)
+                else redact_obj(v)
+            )
+            for k, v in obj.items()
+        }
     if isinstance(obj, (list, tuple)):
         return [redact_obj(v) for v in obj]
     if isinstance(obj, str):

@@ -20,9 +20,10 @@ import json
 import os
 import re
 import secrets as _secrets
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from oomkit import __version__
 from oomkit.errors import InputError
@@ -41,7 +42,7 @@ _SECRET_KEY = re.compile(r"(?i)(^|[_-])(api[_-]?key|token|secret|password|passwd
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def redact_obj(obj: Any) -> Any:
@@ -72,27 +73,38 @@ class RunDir:
         self._manifest = manifest
 
     @classmethod
-    def create(cls, runs_dir: str | os.PathLike[str] = "runs", label: str | None = None,
-               kind: str = "launch") -> "RunDir":
+    def create(
+        cls, runs_dir: str | os.PathLike[str] = "runs", label: str | None = None, kind: str = "launch"
+    ) -> RunDir:
         base = Path(runs_dir)
         base.mkdir(parents=True, exist_ok=True)
         run_id = _new_run_id(label)
         path = base / run_id
         path.mkdir()  # exclusive: the random suffix makes a clash an error worth seeing
-        manifest = {"schema": SCHEMA, "run_id": run_id, "kind": kind, "label": label,
-                    "state": "running", "created_at": now_iso(), "oomkit_version": __version__,
-                    "oomkit_pid": os.getpid(), "files": {MANIFEST: "this file"}}
+        manifest = {
+            "schema": SCHEMA,
+            "run_id": run_id,
+            "kind": kind,
+            "label": label,
+            "state": "running",
+            "created_at": now_iso(),
+            "oomkit_version": __version__,
+            "oomkit_pid": os.getpid(),
+            "files": {MANIFEST: "this file"},
+        }
         run = cls(path, manifest)
         run.write()
         return run
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str]) -> "RunDir":
+    def open(cls, path: str | os.PathLike[str]) -> RunDir:
         p = Path(path)
         file = p / MANIFEST
         if not file.is_file():
-            raise InputError(f"{p}: not a run folder (no {MANIFEST})",
-                             hint="give a folder made by `oomkit launch`, e.g. runs/<run_id>")
+            raise InputError(
+                f"{p}: not a run folder (no {MANIFEST})",
+                hint="give a folder made by `oomkit launch`, e.g. runs/<run_id>",
+            )
         try:
             manifest = json.loads(file.read_text(encoding="utf-8"))
         except (OSError, *JSON_ERRORS) as err:
@@ -176,8 +188,10 @@ def find_run(ref: str | os.PathLike[str], runs_dir: str | os.PathLike[str] = "ru
     if len(matches) == 1:
         return RunDir.open(matches[0])
     if not matches:
-        raise InputError(f"no run folder {str(ref)!r} (looked for a path and under {base}/)",
-                         hint="give the run folder path printed by `oomkit launch`")
+        raise InputError(
+            f"no run folder {str(ref)!r} (looked for a path and under {base}/)",
+            hint="give the run folder path printed by `oomkit launch`",
+        )
     names = ", ".join(m.name for m in matches[:5])
     raise InputError(f"{ref!r} matches {len(matches)} runs: {names}", hint="give more of the run id")
 

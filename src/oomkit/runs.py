@@ -80,8 +80,9 @@ def process_alive(pid: Any, create_time: Any = None, not_after: float | None = N
 
 
 def owner_alive(manifest: dict[str, Any]) -> bool:
-    return process_alive(manifest.get("oomkit_pid"), manifest.get("oomkit_create_time"),
-                         _timestamp(manifest.get("created_at")))
+    return process_alive(
+        manifest.get("oomkit_pid"), manifest.get("oomkit_create_time"), _timestamp(manifest.get("created_at"))
+    )
 
 
 def _timestamp(iso: Any) -> float | None:
@@ -111,8 +112,9 @@ def read_manifest(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     return manifest, None
 
 
-def list_runs(runs_dir: str | os.PathLike[str] = "runs", state: str | None = None, include_parts: bool = False,
-              fix: bool = False) -> list[RunInfo]:
+def list_runs(
+    runs_dir: str | os.PathLike[str] = "runs", state: str | None = None, include_parts: bool = False, fix: bool = False
+) -> list[RunInfo]:
     """Run folders under `runs_dir`, oldest first. Parts of another run are left out unless
     `include_parts`; `fix` rewrites the manifest of each run whose owner is gone."""
     base = Path(runs_dir)
@@ -154,8 +156,9 @@ def _part_refs(m: dict[str, Any]) -> list[str]:
     return [str(r) for r in refs if isinstance(r, str) and r]
 
 
-def _info_or_unreadable(path: Path, m: dict[str, Any] | None, why: str | None, part_of: str | None, base: Path,
-                        fix: bool) -> RunInfo:
+def _info_or_unreadable(
+    path: Path, m: dict[str, Any] | None, why: str | None, part_of: str | None, base: Path, fix: bool
+) -> RunInfo:
     try:
         return _info(path, m, why, part_of, base, fix)
     except WRONG_SHAPE as err:  # `oomkit runs` lists every folder: an edited manifest is a row, not an error
@@ -163,12 +166,12 @@ def _info_or_unreadable(path: Path, m: dict[str, Any] | None, why: str | None, p
         return _info(path, None, why, part_of, base, False)
 
 
-def _info(path: Path, m: dict[str, Any] | None, why: str | None, part_of: str | None, base: Path,
-          fix: bool) -> RunInfo:
+def _info(path: Path, m: dict[str, Any] | None, why: str | None, part_of: str | None, base: Path, fix: bool) -> RunInfo:
     files = tuple(sorted(p.name for p in path.iterdir() if p.is_file() and not p.name.startswith(".")))
     if m is None:
-        return RunInfo(path.name, path, None, None, UNREADABLE, None, why, None, None, (), files, (), None,
-                       part_of, False, None)
+        return RunInfo(
+            path.name, path, None, None, UNREADABLE, None, why, None, None, (), files, (), None, part_of, False, None
+        )
     state, reason = m["state"], m.get("reason")
     reason = None if reason is None else str(reason)
     if state == "running" and not owner_alive(m):
@@ -180,9 +183,24 @@ def _info(path: Path, m: dict[str, Any] | None, why: str | None, part_of: str | 
     missing = tuple(sorted(f for f in (m.get("files") or {}) if f not in files))
     command = None if part_of or state in ("running", "complete") else resume_command(m, path.name, base)
     pid = m.get("oomkit_pid")
-    return RunInfo(str(m.get("run_id") or path.name), path, _text(m.get("kind")), _text(m.get("label")), state,
-                   m["state"], reason, _text(m.get("created_at")), _text(m.get("ended_at")), stages, files, missing,
-                   pid if isinstance(pid, int) else None, part_of, command is not None, command)
+    return RunInfo(
+        str(m.get("run_id") or path.name),
+        path,
+        _text(m.get("kind")),
+        _text(m.get("label")),
+        state,
+        m["state"],
+        reason,
+        _text(m.get("created_at")),
+        _text(m.get("ended_at")),
+        stages,
+        files,
+        missing,
+        pid if isinstance(pid, int) else None,
+        part_of,
+        command is not None,
+        command,
+    )
 
 
 def _text(value: Any) -> str | None:
@@ -222,10 +240,13 @@ def render(runs: list[RunInfo]) -> str:
         return "no runs"
     parts = any(r.part_of for r in runs)
     rows = [COLUMNS + ("part of",) * parts]
-    rows += [(r.run_id, "+".join(r.stages), r.state, _short(r.reason), _when(r.created_at), r.resume_command or "-")
-             + (r.part_of or "-",) * parts for r in runs]
+    rows += [
+        (r.run_id, "+".join(r.stages), r.state, _short(r.reason), _when(r.created_at), r.resume_command or "-")
+        + (r.part_of or "-",) * parts
+        for r in runs
+    ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip() for row in rows)
 
 
 def _short(reason: str | None, width: int = 40) -> str:

@@ -19,14 +19,14 @@ VALUES_LIMIT = 200_000
 """Values in a document once its aliases are expanded: `&a [*b, *b, ...]` chains grow exponentially."""
 
 
-def load_yaml(path: str | os.PathLike[str], what: str, hint: str | None = None,
-              loader: type[yaml.SafeLoader] = yaml.SafeLoader) -> Any:
+def load_yaml(
+    path: str | os.PathLike[str], what: str, hint: str | None = None, loader: type[yaml.SafeLoader] = yaml.SafeLoader
+) -> Any:
     """The parsed document of a file, or one InputError line: missing, too large, binary, not YAML."""
     return parse_yaml(read_text_limited(path, YAML_LIMIT_BYTES, what, hint), str(path), hint, loader)
 
 
-def parse_yaml(text: str, source: str, hint: str | None = None,
-               loader: type[yaml.SafeLoader] = yaml.SafeLoader) -> Any:
+def parse_yaml(text: str, source: str, hint: str | None = None, loader: type[yaml.SafeLoader] = yaml.SafeLoader) -> Any:
     try:
         data = yaml.load(text, Loader=loader)  # noqa: S506 — SafeLoader or a subclass of it
     except yaml.YAMLError as err:
@@ -35,11 +35,15 @@ def parse_yaml(text: str, source: str, hint: str | None = None,
         raise InputError(f"{source}: nested too deeply to be a hand-written YAML file", hint=hint) from None
     except (ValueError, TypeError, AttributeError, OverflowError) as err:
         # PyYAML's constructors: `2026-13-45`, `!!int x`, `!!timestamp x`, an int of over 4,300 digits
-        raise InputError(f"{source}: not valid YAML: a value cannot be read ({type(err).__name__}: {err})"[:300],
-                         hint=hint) from None
+        raise InputError(
+            f"{source}: not valid YAML: a value cannot be read ({type(err).__name__}: {err})"[:300], hint=hint
+        ) from None
     if _expands_past(data, VALUES_LIMIT):
-        raise InputError(f"{source}: more than {VALUES_LIMIT:,} values once its aliases (*name) are expanded, "
-                         "or an alias that contains itself", hint=hint)
+        raise InputError(
+            f"{source}: more than {VALUES_LIMIT:,} values once its aliases (*name) are expanded, "
+            "or an alias that contains itself",
+            hint=hint,
+        )
     return data
 
 

@@ -77,9 +77,18 @@ class _Open:
 
 
 class Load:
-    def __init__(self, target: Target, run: RunDir, options: ClientOptions = ClientOptions(),
-                 memory: str = "auto", scrape_interval_s: float = 1.0, memory_interval_s: float = 0.5,
-                 attempt: int = 0, keep_records: bool = True, pool: ClientPool | None = None):
+    def __init__(
+        self,
+        target: Target,
+        run: RunDir,
+        options: ClientOptions = ClientOptions(),
+        memory: str = "auto",
+        scrape_interval_s: float = 1.0,
+        memory_interval_s: float = 0.5,
+        attempt: int = 0,
+        keep_records: bool = True,
+        pool: ClientPool | None = None,
+    ):
         self.target, self.run, self.options = target, run, options
         self.pool = pool
         """Client processes or Ray actors that stream the requests (--clients); None: this process."""
@@ -95,7 +104,7 @@ class Load:
         self._open: _Open | None = None
         self._writers: dict[str, Any] = {}
 
-    async def __aenter__(self) -> "Load":
+    async def __aenter__(self) -> Load:
         self.client = ChatClient(self.target.base_url, self.target.model, self.target.api_key, self.options)
         self._writers = {
             "requests": self.run.jsonl("requests.jsonl", "every finished request: timings, usage, errors, tool checks"),
@@ -103,11 +112,13 @@ class Load:
             # Not memory.jsonl: `oomkit launch` writes that one in the same folder.
             "memory": self.run.jsonl("load_memory.jsonl", "server memory samples during the load, per step"),
         }
-        self.scraper = Scraper(self.client.http, self.target.base_url, self._sink("metrics"),
-                               self.scrape_interval_s, lambda: self._label)
+        self.scraper = Scraper(
+            self.client.http, self.target.base_url, self._sink("metrics"), self.scrape_interval_s, lambda: self._label
+        )
         probe, self.memory_note = choose(self.memory_choice, self.target.server_pid, self.target.base_url)
-        self.sampler = MemorySampler(probe, self._sink("memory"), self.memory_interval_s,
-                                     lambda: self._label) if probe else None
+        self.sampler = (
+            MemorySampler(probe, self._sink("memory"), self.memory_interval_s, lambda: self._label) if probe else None
+        )
         self.scraper.start()
         if self.sampler:
             self.sampler.start()
@@ -139,8 +150,17 @@ class Load:
             await self._sample()
             self._open = None
             peak = self.sampler.peaks.get(label) if self.sampler else None
-            out.append(Window(label, tuple(opened.records), compute(self.scraper.since(opened.mark)), peak,
-                              opened.started, time.time() - opened.started, opened.tally))
+            out.append(
+                Window(
+                    label,
+                    tuple(opened.records),
+                    compute(self.scraper.since(opened.mark)),
+                    peak,
+                    opened.started,
+                    time.time() - opened.started,
+                    opened.tally,
+                )
+            )
 
     async def _sample(self) -> None:
         await self.scraper.scrape_now()
@@ -148,8 +168,13 @@ class Load:
             with contextlib.suppress(Exception):
                 await self.sampler.sample_now()
 
-    async def send(self, req: SetRequest, overrides: dict[str, Any] | None = None,
-                   label: str | None = None, run_session: int | None = None) -> RequestRecord:
+    async def send(
+        self,
+        req: SetRequest,
+        overrides: dict[str, Any] | None = None,
+        label: str | None = None,
+        run_session: int | None = None,
+    ) -> RequestRecord:
         """Send one request and record it; `run_session` is the index of the session in the run
         (a bench resumed later counts the records of the sessions that finished)."""
         body = {**req.body, **(overrides or {})}
@@ -162,8 +187,16 @@ class Load:
             rec = await (self.pool.chat(chat) if self.pool is not None else self.client.chat(chat))
         except asyncio.CancelledError:
             # Ctrl-C: say which requests were in flight, then let the cancellation through.
-            cut = RequestRecord(req.id, chat.label, req.session, req.step, started, False, error_kind="interrupted",
-                                error="interrupted while in flight")
+            cut = RequestRecord(
+                req.id,
+                chat.label,
+                req.session,
+                req.step,
+                started,
+                False,
+                error_kind="interrupted",
+                error="interrupted while in flight",
+            )
             self._writers["requests"].append({**cut.to_dict(), **tags})
             raise
         self._writers["requests"].append(redact_obj({**rec.to_dict(), **tags}))
@@ -176,11 +209,19 @@ class Load:
                 self.dead = rec
         return rec
 
-    async def run_sessions(self, sessions: list[list[SetRequest]], concurrency: int, *, cycle: bool = False,
-                           deadline: float | None = None, overrides: dict[str, Any] | None = None,
-                           progress: Progress = NoProgress(),
-                           outcomes: list[SessionOutcome] | None = None, skip: frozenset[int] = frozenset(),
-                           on_outcome: Callable[[SessionOutcome], None] | None = None) -> list[SessionOutcome]:
+    async def run_sessions(
+        self,
+        sessions: list[list[SetRequest]],
+        concurrency: int,
+        *,
+        cycle: bool = False,
+        deadline: float | None = None,
+        overrides: dict[str, Any] | None = None,
+        progress: Progress = NoProgress(),
+        outcomes: list[SessionOutcome] | None = None,
+        skip: frozenset[int] = frozenset(),
+        on_outcome: Callable[[SessionOutcome], None] | None = None,
+    ) -> list[SessionOutcome]:
         """Closed loop: `concurrency` agents, each running a session's steps in order (a step
         starts when the previous one has answered). With `cycle` the sessions repeat until the
         monotonic `deadline`. Outcomes are appended to `outcomes` (and given to `on_outcome`) as
@@ -205,8 +246,14 @@ class Load:
     def _stopped(self, deadline: float | None) -> bool:
         return self.dead is not None or (deadline is not None and time.monotonic() >= deadline)
 
-    async def _session(self, index: int, steps: list[SetRequest], deadline: float | None,
-                       overrides: dict[str, Any] | None, progress: Progress) -> SessionOutcome:
+    async def _session(
+        self,
+        index: int,
+        steps: list[SetRequest],
+        deadline: float | None,
+        overrides: dict[str, Any] | None,
+        progress: Progress,
+    ) -> SessionOutcome:
         valid = True
         for done, req in enumerate(steps):
             if self._stopped(deadline):

@@ -68,8 +68,13 @@ def from_client(first: RequestRecord, base_url: str, deltas: MetricDeltas | None
     else:
         phase, reason = PHASE_BY_ERROR.get(kind, ("unknown", kind))
     if deltas and deltas.preemptions and deltas.max_kv_usage is not None and deltas.max_kv_usage >= 0.99:
-        evidence.append({"metric": deltas.names.get("preemptions", "vllm:num_preemptions_total"),
-                         "delta": deltas.preemptions, "max_kv_usage": deltas.max_kv_usage})
+        evidence.append(
+            {
+                "metric": deltas.names.get("preemptions", "vllm:num_preemptions_total"),
+                "delta": deltas.preemptions,
+                "max_kv_usage": deltas.max_kv_usage,
+            }
+        )
         reason += f"; the KV cache was full ({deltas.preemptions:g} preemptions before)"
     return Failure(kind, phase, reason, "client", first.request_id, evidence)
 
@@ -85,14 +90,21 @@ def _settled_verdict(target: Target, wait_s: float) -> dict[str, Any]:
         time.sleep(0.25)
 
 
-def from_log(first: RequestRecord, target: Target, deltas: MetricDeltas | None,
-             log_wait_s: float = LOG_CATCH_UP_S) -> Failure:
+def from_log(
+    first: RequestRecord, target: Target, deltas: MetricDeltas | None, log_wait_s: float = LOG_CATCH_UP_S
+) -> Failure:
     client = from_client(first, target.base_url, deltas)
     try:
         verdict = _settled_verdict(target, log_wait_s if client.kind == "engine_dead" else 0.0)
     except Exception as err:  # the log reader must never hide the failure itself
-        return Failure(client.kind, client.phase, client.reason + f" (server log unreadable: {err})",
-                       client.source, client.request_id, client.evidence)
+        return Failure(
+            client.kind,
+            client.phase,
+            client.reason + f" (server log unreadable: {err})",
+            client.source,
+            client.request_id,
+            client.evidence,
+        )
     if not _explains(verdict):
         return client  # the log says nothing more than the client saw
     # "unknown" from the log (e.g. a worker killed from outside) still explains more than the
@@ -107,8 +119,12 @@ def _explains(verdict: dict[str, Any]) -> bool:
     return verdict.get("phase") not in ("healthy", None) and bool(verdict.get("evidence"))
 
 
-def classify(records: list[RequestRecord] | tuple[RequestRecord, ...], target: Target,
-             deltas: MetricDeltas | None = None, log_wait_s: float = LOG_CATCH_UP_S) -> Failure | None:
+def classify(
+    records: list[RequestRecord] | tuple[RequestRecord, ...],
+    target: Target,
+    deltas: MetricDeltas | None = None,
+    log_wait_s: float = LOG_CATCH_UP_S,
+) -> Failure | None:
     """The failure behind the first failed request, or None when every request succeeded."""
     first = next((r for r in records if not r.ok), None)
     if first is None:

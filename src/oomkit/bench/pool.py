@@ -38,7 +38,17 @@ def record_clients(run: RunDir, pool: ClientPool | None) -> tuple[str, ...]:
     clients = pool.clients()
     lost = [c for c in clients if c.lost]
     partial = f"{len(lost)} of {len(clients)} clients died: " + "; ".join(c.lost or "" for c in lost) if lost else None
-    run.update(clients=[{"index": c.index, "where": c.where, "clock_offset_s": c.clock_offset_s, "lost": c.lost}
-                        for c in clients], partial=partial)
-    return (f"partial run: {partial}; their unfinished requests are counted as client losses, "
-            "and --resume sends the sessions they cut",) if partial else ()
+    run.update(
+        clients=[
+            {"index": c.index, "where": c.where, "clock_offset_s": c.clock_offset_s, "lost": c.lost} for c in clients
+        ],
+        partial=partial,
+    )
+    return (
+        (
+            f"partial run: {partial}; their unfinished requests are counted as client losses, "
+            "and --resume sends the sessions they cut",
+        )
+        if partial
+        else ()
+    )

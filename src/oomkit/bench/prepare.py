@@ -60,8 +60,7 @@ def request_set_for(workload: str | None, target: Target) -> tuple[RequestSet, s
         return materialise(parse_workload(DEFAULT_WORKLOAD), counter, note), note
     path = Path(workload)
     if not path.is_file():
-        raise InputError(f"{workload}: no such workload or request set file",
-                         hint="see examples/workload-agent.yaml")
+        raise InputError(f"{workload}: no such workload or request set file", hint="see examples/workload-agent.yaml")
     if is_request_set(path):
         return read_request_set(path), None
     spec = load_workload(path)

@@ -31,16 +31,25 @@ REQUEST_SET = "request-set.jsonl"
 TAIL_CHUNK = 1 << 16
 
 
-def new_request_set(run: RunDir, kind: str, spec: TargetSpec, workload: str | None, target: Target,
-                    options: dict[str, Any]) -> tuple[RequestSet, str | None]:
+def new_request_set(
+    run: RunDir, kind: str, spec: TargetSpec, workload: str | None, target: Target, options: dict[str, Any]
+) -> tuple[RequestSet, str | None]:
     """A fresh ladder's or bench's request set, written to its folder with what `--resume` checks
     and reuses: the workload, the request set id, the target as given, the options."""
     rs, note = request_set_for(workload, target)
     rs.write(run.file(REQUEST_SET, REQUEST_SET_NOTE))
-    section = {"workload": workload, "workload_file": str(Path(workload).resolve()) if workload else None,
-               "request_set_id": rs.id,
-               "spec": {"url": spec.url, "profile": str(Path(spec.profile).resolve()) if spec.profile else None,
-                        "model": spec.model, "memory": spec.memory}, **options}
+    section = {
+        "workload": workload,
+        "workload_file": str(Path(workload).resolve()) if workload else None,
+        "request_set_id": rs.id,
+        "spec": {
+            "url": spec.url,
+            "profile": str(Path(spec.profile).resolve()) if spec.profile else None,
+            "model": spec.model,
+            "memory": spec.memory,
+        },
+        **options,
+    }
     run.update(**{kind: section}, target=target.describe())
     return rs, note
 
@@ -69,8 +78,11 @@ class ResumeJob:
     def request_set(self) -> RequestSet:
         rs = read_request_set(self.run.path / REQUEST_SET)
         if rs.id != self.section.get("request_set_id"):
-            raise InputError(f"{self.run.path}/{REQUEST_SET}: set {rs.id}, but the run recorded "
-                             f"{self.section.get('request_set_id')}", hint="start a new run")
+            raise InputError(
+                f"{self.run.path}/{REQUEST_SET}: set {rs.id}, but the run recorded "
+                f"{self.section.get('request_set_id')}",
+                hint="start a new run",
+            )
         return rs
 
     def saved(self) -> dict[str, Any]:
@@ -79,8 +91,9 @@ class ResumeJob:
         try:
             return json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:
-            raise InputError(f"{path}: the {self.kind} finished but its result cannot be read ({err})",
-                             hint="start a new run") from err
+            raise InputError(
+                f"{path}: the {self.kind} finished but its result cannot be read ({err})", hint="start a new run"
+            ) from err
 
     def finished_note(self) -> tuple[str, ...]:
         return (f"{self.run.path}: the {self.kind} had already finished; nothing was sent",)
@@ -88,21 +101,31 @@ class ResumeJob:
     def notes(self, kept: str) -> tuple[str, ...]:
         torn = ", ".join(f"{name} ({n})" for name, n in self.torn_lines_dropped.items())
         return (f"resumed {self.run.run_id} (attempt {self.attempt}): {kept}",) + (
-            (f"half-written last lines dropped: {torn}",) if torn else ())
+            (f"half-written last lines dropped: {torn}",) if torn else ()
+        )
 
     def claim(self) -> None:
         self.torn_lines_dropped = drop_torn_tails(self.run.path)
-        entry = {"attempt": self.attempt, "kind": self.kind, "at": now_iso(), "oomkit_pid": os.getpid(),
-                 "torn_lines_dropped": self.torn_lines_dropped}
+        entry = {
+            "attempt": self.attempt,
+            "kind": self.kind,
+            "at": now_iso(),
+            "oomkit_pid": os.getpid(),
+            "torn_lines_dropped": self.torn_lines_dropped,
+        }
         resumes = list(self.run.manifest().get("resumes") or []) + [entry]
-        self.run.update(state="running", ended_at=None, oomkit_pid=os.getpid(),
-                        oomkit_create_time=own_create_time(), resumes=resumes)
+        self.run.update(
+            state="running",
+            ended_at=None,
+            oomkit_pid=os.getpid(),
+            oomkit_create_time=own_create_time(),
+            resumes=resumes,
+        )
 
     def attach(self, target: Target) -> RunDir:
         """Record which server this attempt loads; a launched one's folder points back here."""
         resumes = self.run.manifest()["resumes"]
-        resumes[-1].update(base_url=target.base_url,
-                           server_run=str(target.run_dir.path) if target.run_dir else None)
+        resumes[-1].update(base_url=target.base_url, server_run=str(target.run_dir.path) if target.run_dir else None)
         self.run.update(resumes=resumes)
         if target.run_dir is not None:
             target.run_dir.update(resume_of=str(self.run.path))
@@ -130,11 +153,15 @@ def open_resume(ref: str, kind: str, given: TargetSpec, workload: str | None) ->
     m = run.manifest()
     section = m.get(kind)
     if not isinstance(section, dict) or not isinstance(section.get("spec"), dict):
-        raise InputError(f"{run.path}: no `oomkit {kind}` run is recorded there (kind {m.get('kind')})",
-                         hint=f"give a folder made by `oomkit {kind}`; `oomkit runs` lists them")
+        raise InputError(
+            f"{run.path}: no `oomkit {kind}` run is recorded there (kind {m.get('kind')})",
+            hint=f"give a folder made by `oomkit {kind}`; `oomkit runs` lists them",
+        )
     if m.get("state") == "running" and owner_alive(m):
-        raise InputError(f"{run.path}: still running (oomkit pid {m.get('oomkit_pid')})",
-                         hint="wait for it, or stop that process first")
+        raise InputError(
+            f"{run.path}: still running (oomkit pid {m.get('oomkit_pid')})",
+            hint="wait for it, or stop that process first",
+        )
     _check_workload(run, section, workload)
     spec = _target(run, section["spec"], given)
     finished = m.get(f"{kind}_outcome") is not None
@@ -149,8 +176,10 @@ def _check_workload(run: RunDir, section: dict[str, Any], given: str | None) -> 
         return
     if path.is_file() and is_request_set(path) and read_request_set(path).id == section.get("request_set_id"):
         return
-    raise InputError(f"{run.path} was run with workload {section.get('workload') or '(built-in)'}, not {given}",
-                     hint="resume without --workload (the folder's request set is sent again), or start a new run")
+    raise InputError(
+        f"{run.path} was run with workload {section.get('workload') or '(built-in)'}, not {given}",
+        hint="resume without --workload (the folder's request set is sent again), or start a new run",
+    )
 
 
 def _norm_url(url: str | None) -> str | None:
@@ -169,10 +198,13 @@ def _target(run: RunDir, recorded: dict[str, Any], given: TargetSpec) -> TargetS
     if given.memory != "auto" and given.memory != recorded.get("memory"):
         conflicts.append(f"--memory {given.memory} (recorded: {recorded.get('memory')})")
     if conflicts:
-        raise InputError(f"{run.path} was recorded with another target: {'; '.join(conflicts)}",
-                         hint="resume with the recorded target (or leave it out), or start a new run")
-    return replace(given, url=url, profile=profile, model=recorded.get("model"),
-                   memory=recorded.get("memory") or given.memory)
+        raise InputError(
+            f"{run.path} was recorded with another target: {'; '.join(conflicts)}",
+            hint="resume with the recorded target (or leave it out), or start a new run",
+        )
+    return replace(
+        given, url=url, profile=profile, model=recorded.get("model"), memory=recorded.get("memory") or given.memory
+    )
 
 
 def _default(f: Field[Any]) -> Any:
@@ -184,11 +216,16 @@ def _default(f: Field[Any]) -> Any:
 def merge_options(cls: type, recorded: dict[str, Any], given: Any, where: Path) -> Any:
     """The recorded options; a given option that is not at its default must equal the recorded one."""
     kept = {f.name: recorded.get(f.name, _default(f)) for f in fields(cls)}
-    conflicts = [f"{f.name} {getattr(given, f.name)!r} (recorded: {kept[f.name]!r})" for f in fields(cls)
-                 if getattr(given, f.name) not in (_default(f), kept[f.name])]
+    conflicts = [
+        f"{f.name} {getattr(given, f.name)!r} (recorded: {kept[f.name]!r})"
+        for f in fields(cls)
+        if getattr(given, f.name) not in (_default(f), kept[f.name])
+    ]
     if conflicts:
-        raise InputError(f"{where} was recorded with other options: {'; '.join(conflicts)}",
-                         hint="resume with the recorded options (or leave them out), or start a new run")
+        raise InputError(
+            f"{where} was recorded with other options: {'; '.join(conflicts)}",
+            hint="resume with the recorded options (or leave them out), or start a new run",
+        )
     return cls(**kept)
 
 
@@ -235,9 +272,14 @@ def record_from_dict(d: dict[str, Any]) -> RequestRecord | None:
         return None
     check = d.get("tool_check")
     calls = tuple(ToolCall(c.get("id"), c.get("name"), str(c.get("arguments", ""))) for c in d.get("tool_calls") or ())
-    return RequestRecord(**{k: d[k] for k in _PLAIN if k in d}, itl_ms=tuple(d.get("itl_ms") or ()), tool_calls=calls,
-                         tool_check=ToolCheck(bool(check.get("valid")), tuple(check.get("problems") or ()))
-                         if isinstance(check, dict) else None)
+    return RequestRecord(
+        **{k: d[k] for k in _PLAIN if k in d},
+        itl_ms=tuple(d.get("itl_ms") or ()),
+        tool_calls=calls,
+        tool_check=ToolCheck(bool(check.get("valid")), tuple(check.get("problems") or ()))
+        if isinstance(check, dict)
+        else None,
+    )
 
 
 SESSIONS_FILE = "sessions.jsonl"
@@ -259,15 +301,20 @@ class Earlier:
     def finished(self) -> frozenset[int]:
         return frozenset(o.session for o in self.outcomes)
 
-    def totals(self, window: Window, scrapes: list[Scrape]) -> tuple[tuple[RequestRecord, ...], MetricDeltas,
-                                                                     int | None, float]:
+    def totals(
+        self, window: Window, scrapes: list[Scrape]
+    ) -> tuple[tuple[RequestRecord, ...], MetricDeltas, int | None, float]:
         """Records, /metrics deltas, peak memory and time under load over every attempt. Counters
         that restarted with a new server count from the reset (metrics.deltas)."""
         if not self.outcomes and not self.scrapes:
             return window.records, window.deltas, window.peak_memory_bytes, window.duration_s
         peaks = [p for p in (self.peak_memory_bytes, window.peak_memory_bytes) if p is not None]
-        return (self.records + window.records, compute(list(self.scrapes) + scrapes), max(peaks, default=None),
-                self.duration_s + window.duration_s)
+        return (
+            self.records + window.records,
+            compute(list(self.scrapes) + scrapes),
+            max(peaks, default=None),
+            self.duration_s + window.duration_s,
+        )
 
 
 def read_earlier(run: RunDir, label: str = "bench") -> Earlier:
@@ -284,7 +331,8 @@ def read_earlier(run: RunDir, label: str = "bench") -> Earlier:
         rec = record_from_dict(line) if line.get("label") == label else None
         if rec is not None:
             spans.setdefault(attempt_of(line), []).extend(
-                (rec.started_unix_s, rec.started_unix_s + (rec.latency_ms or 0.0) / 1000))
+                (rec.started_unix_s, rec.started_unix_s + (rec.latency_ms or 0.0) / 1000)
+            )
             if finished.get(line.get("run_session")) == attempt_of(line):  # type: ignore[arg-type]
                 records.append(rec)
     scrapes = []
@@ -292,7 +340,10 @@ def read_earlier(run: RunDir, label: str = "bench") -> Earlier:
         if line.get("label") == label and not line.get("error") and isinstance(line.get("t_unix_s"), (int, float)):
             scrapes.append(Scrape(float(line["t_unix_s"]), dict(line.get("samples") or {}), label=label))
             spans.setdefault(attempt_of(line), []).append(float(line["t_unix_s"]))
-    peaks = [line["total_bytes"] for line in run.read_jsonl("load_memory.jsonl")
-             if line.get("label") == label and isinstance(line.get("total_bytes"), int)]
+    peaks = [
+        line["total_bytes"]
+        for line in run.read_jsonl("load_memory.jsonl")
+        if line.get("label") == label and isinstance(line.get("total_bytes"), int)
+    ]
     duration = sum(max(t) - min(t) for t in spans.values())
     return Earlier(tuple(outcomes), tuple(records), tuple(scrapes), max(peaks, default=None), duration)

@@ -12,8 +12,8 @@ from typing import Any
 
 from oomkit.bench.engine import Load, SessionOutcome, Window, run_async
 from oomkit.bench.failure import Failure, classify
-from oomkit.bench.prepare import TargetSpec, open_target, run_folder
 from oomkit.bench.pool import client_pool, record_clients
+from oomkit.bench.prepare import TargetSpec, open_target, run_folder
 from oomkit.bench.progress import NoProgress, Progress
 from oomkit.bench.resume import SESSIONS_FILE, Earlier, new_request_set, open_resume, read_earlier
 from oomkit.bench.stats import ClientStats, ClientTally
@@ -24,7 +24,6 @@ from oomkit.fsio import write_json_atomic
 from oomkit.metrics.deltas import MetricDeltas
 from oomkit.rundir import RunDir, redact_obj
 from oomkit.workload.requestset import RequestSet
-
 
 MAX_CLIENTS = 1024
 
@@ -69,7 +68,7 @@ class AgentStats:
     success_share: float | None
 
     @classmethod
-    def of(cls, outcomes: list[SessionOutcome]) -> "AgentStats":
+    def of(cls, outcomes: list[SessionOutcome]) -> AgentStats:
         ok = sum(o.ok for o in outcomes)
         cut = sum(o.cut for o in outcomes)
         failed = len(outcomes) - ok - cut
@@ -98,24 +97,46 @@ class BenchResult:
     """False when --resume found the bench already finished: nothing was sent, this is its record."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run_dir": str(self.run_dir), "request_set_id": self.request_set_id, "ran": self.ran,
-                "options": asdict(self.options), "duration_s": round(self.duration_s, 3),
-                "client": self.client.to_dict(), "server": self.server.to_dict(), "agents": asdict(self.agents),
-                "peak_memory_bytes": self.peak_memory_bytes, "memory_source": self.memory_source,
-                "failure": self.failure.to_dict() if self.failure else None, "died": self.died,
-                "interrupted": self.interrupted, "target": self.target, "notes": list(self.notes)}
+        return {
+            "run_dir": str(self.run_dir),
+            "request_set_id": self.request_set_id,
+            "ran": self.ran,
+            "options": asdict(self.options),
+            "duration_s": round(self.duration_s, 3),
+            "client": self.client.to_dict(),
+            "server": self.server.to_dict(),
+            "agents": asdict(self.agents),
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "memory_source": self.memory_source,
+            "failure": self.failure.to_dict() if self.failure else None,
+            "died": self.died,
+            "interrupted": self.interrupted,
+            "target": self.target,
+            "notes": list(self.notes),
+        }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], notes: tuple[str, ...] = ()) -> "BenchResult":
+    def from_dict(cls, d: dict[str, Any], notes: tuple[str, ...] = ()) -> BenchResult:
         """bench.json as the result that wrote it."""
         server = {k: v for k, v in d["server"].items() if k in {f.name for f in fields(MetricDeltas)}}
         failure = d.get("failure")
-        return cls(Path(d["run_dir"]), d.get("request_set_id", ""), BenchOptions(**d["options"]),
-                   float(d.get("duration_s") or 0.0), ClientStats(**d["client"]), MetricDeltas(**server),
-                   AgentStats(**d["agents"]), d.get("peak_memory_bytes"), str(d.get("memory_source") or ""),
-                   Failure(**failure) if isinstance(failure, dict) else None, bool(d.get("died")),
-                   bool(d.get("interrupted")), dict(d.get("target") or {}), tuple(d.get("notes") or ()) + notes,
-                   ran=False)
+        return cls(
+            Path(d["run_dir"]),
+            d.get("request_set_id", ""),
+            BenchOptions(**d["options"]),
+            float(d.get("duration_s") or 0.0),
+            ClientStats(**d["client"]),
+            MetricDeltas(**server),
+            AgentStats(**d["agents"]),
+            d.get("peak_memory_bytes"),
+            str(d.get("memory_source") or ""),
+            Failure(**failure) if isinstance(failure, dict) else None,
+            bool(d.get("died")),
+            bool(d.get("interrupted")),
+            dict(d.get("target") or {}),
+            tuple(d.get("notes") or ()) + notes,
+            ran=False,
+        )
 
 
 def _sessions(rs: RequestSet, count: int | None) -> list[list[Any]]:
@@ -123,9 +144,19 @@ def _sessions(rs: RequestSet, count: int | None) -> list[list[Any]]:
     return sessions if count is None else [sessions[i % len(sessions)] for i in range(count)]
 
 
-async def run_load(target: Target, run: RunDir, rs: RequestSet, opts: BenchOptions, client: ClientOptions,
-                   memory: str, progress: Progress, notes: tuple[str, ...] = (), *, earlier: Earlier = Earlier(),
-                   attempt: int = 0) -> BenchResult:
+async def run_load(
+    target: Target,
+    run: RunDir,
+    rs: RequestSet,
+    opts: BenchOptions,
+    client: ClientOptions,
+    memory: str,
+    progress: Progress,
+    notes: tuple[str, ...] = (),
+    *,
+    earlier: Earlier = Earlier(),
+    attempt: int = 0,
+) -> BenchResult:
     """Run the sessions (those `earlier` attempts finished are not run again); the result covers all."""
     interrupted = False
     outcomes: list[SessionOutcome] = []
@@ -134,15 +165,24 @@ async def run_load(target: Target, run: RunDir, rs: RequestSet, opts: BenchOptio
     skip = earlier.finished
     ended = run.jsonl(SESSIONS_FILE, "one line per ended agent session (--resume skips the finished ones)")
     # A bench may run for hours: its window keeps figures, not records (they are on disk).
-    async with client_pool(opts, target, client) as pool, Load(target, run, client, memory, attempt=attempt,
-                                                                keep_records=False, pool=pool) as load:
+    async with (
+        client_pool(opts, target, client) as pool,
+        Load(target, run, client, memory, attempt=attempt, keep_records=False, pool=pool) as load,
+    ):
         deadline = time.monotonic() + opts.duration_s if opts.duration_s else None
         progress.start("bench", None if deadline else sum(len(s) for i, s in enumerate(sessions) if i not in skip))
         try:
             async with load.window("bench") as windows:
                 outcomes = await load.run_sessions(
-                    sessions, opts.concurrency or 1, cycle=deadline is not None, deadline=deadline, progress=progress,
-                    outcomes=outcomes, skip=skip, on_outcome=lambda o: ended.append({**asdict(o), "attempt": attempt}))
+                    sessions,
+                    opts.concurrency or 1,
+                    cycle=deadline is not None,
+                    deadline=deadline,
+                    progress=progress,
+                    outcomes=outcomes,
+                    skip=skip,
+                    on_outcome=lambda o: ended.append({**asdict(o), "attempt": attempt}),
+                )
         except asyncio.CancelledError:
             interrupted = True
         finally:
@@ -154,17 +194,36 @@ async def run_load(target: Target, run: RunDir, rs: RequestSet, opts: BenchOptio
         _, deltas, peak, duration_s = earlier.totals(w, scrapes)
         stats = ClientTally(earlier.records).merge(w.client).stats(duration_s, opts.slos or None)
         notes += record_clients(run, pool)
-        result = BenchResult(run.path, rs.id, opts, duration_s, stats,
-                             deltas, AgentStats.of([*earlier.outcomes, *outcomes]), peak, load.memory_note, failure,
-                             load.dead is not None, interrupted, target.describe(), notes)
+        result = BenchResult(
+            run.path,
+            rs.id,
+            opts,
+            duration_s,
+            stats,
+            deltas,
+            AgentStats.of([*earlier.outcomes, *outcomes]),
+            peak,
+            load.memory_note,
+            failure,
+            load.dead is not None,
+            interrupted,
+            target.describe(),
+            notes,
+        )
     write_json_atomic(run.file("bench.json", "the bench result (what --json prints)"), redact_obj(result.to_dict()))
     if interrupted:
         raise KeyboardInterrupt
     return result
 
 
-def bench(spec: TargetSpec, workload: str | None, opts: BenchOptions, client: ClientOptions = ClientOptions(),
-          progress: Progress = NoProgress(), resume: str | None = None) -> BenchResult:
+def bench(
+    spec: TargetSpec,
+    workload: str | None,
+    opts: BenchOptions,
+    client: ClientOptions = ClientOptions(),
+    progress: Progress = NoProgress(),
+    resume: str | None = None,
+) -> BenchResult:
     """Run the bench and record it. With `resume` (a bench's folder) the recorded target, request
     set and options are used again; the sessions already recorded are not re-run."""
     job = open_resume(resume, "bench", spec, workload) if resume else None
@@ -173,8 +232,10 @@ def bench(spec: TargetSpec, workload: str | None, opts: BenchOptions, client: Cl
         if job.finished:
             return BenchResult.from_dict(job.saved(), job.finished_note())
         if opts.duration_s is not None:
-            raise InputError(f"{job.run.path}: a --duration bench cannot be resumed (its sessions repeat until "
-                             "the clock runs out)", hint="start a new bench")
+            raise InputError(
+                f"{job.run.path}: a --duration bench cannot be resumed (its sessions repeat until the clock runs out)",
+                hint="start a new bench",
+            )
     elif workload is None:
         raise UsageError("--workload is required (a workload YAML or a request-set.jsonl)")
     opts.check()
@@ -182,14 +243,29 @@ def bench(spec: TargetSpec, workload: str | None, opts: BenchOptions, client: Cl
     try:
         with job.holding() if job else contextlib.nullcontext(), open_target(spec) as target:
             run, ours = (job.attach(target), True) if job else run_folder(target, spec, "bench")
-            rs, note = (job.request_set(), None) if job else new_request_set(run, "bench", spec, workload, target,
-                                                                             asdict(opts))
+            rs, note = (
+                (job.request_set(), None)
+                if job
+                else new_request_set(run, "bench", spec, workload, target, asdict(opts))
+            )
             earlier = read_earlier(run) if job else Earlier()
             kept = f"kept {len(earlier.outcomes)} finished sessions" if job else ""
             notes = ((note,) if note else ()) + (job.notes(kept) if job else ())
             try:
-                result = run_async(run_load(target, run, rs, opts, client, spec.memory, progress, notes,
-                                            earlier=earlier, attempt=job.attempt if job else 0))
+                result = run_async(
+                    run_load(
+                        target,
+                        run,
+                        rs,
+                        opts,
+                        client,
+                        spec.memory,
+                        progress,
+                        notes,
+                        earlier=earlier,
+                        attempt=job.attempt if job else 0,
+                    )
+                )
             except KeyboardInterrupt:
                 if ours:
                     run.finish("interrupted")

@@ -155,9 +155,17 @@ class ClientTally:
         self.prompt_tokens += rec.prompt_tokens or 0
         self.retries += rec.retries
 
-    def merge(self, other: "ClientTally") -> "ClientTally":
-        for name in ("requests", "ok", "output_tokens", "prompt_tokens", "retries", "tool_checks", "tool_checks_valid",
-                     "client_lost"):
+    def merge(self, other: ClientTally) -> ClientTally:
+        for name in (
+            "requests",
+            "ok",
+            "output_tokens",
+            "prompt_tokens",
+            "retries",
+            "tool_checks",
+            "tool_checks_valid",
+            "client_lost",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         if other.cached_tokens is not None:
             self.cached_tokens = (self.cached_tokens or 0) + other.cached_tokens
@@ -171,21 +179,43 @@ class ClientTally:
         ttft = [v for v in self.ttft_ms if not math.isnan(v)]
         lat = [v for v in self.latency_ms if not math.isnan(v)]
         tpots = [v for v in self.tpot_ms if not math.isnan(v)]
-        met = sum(_within({"ttft_ms": _val(a), "tpot_ms": _val(b), "latency_ms": _val(c)}, slos)
-                  for a, b, c in zip(self.ttft_ms, self.tpot_ms, self.latency_ms)) if slos else None
+        met = (
+            sum(
+                _within({"ttft_ms": _val(a), "tpot_ms": _val(b), "latency_ms": _val(c)}, slos)
+                for a, b, c in zip(self.ttft_ms, self.tpot_ms, self.latency_ms, strict=False)
+            )
+            if slos
+            else None
+        )
         rate = (lambda n: n / duration_s) if duration_s else (lambda n: None)
         return ClientStats(
-            requests=self.requests, ok=self.ok, errors=self.requests - self.ok, errors_by_kind=dict(self.errors_by_kind),
-            ttft_ms_p50=percentile(ttft, 50), ttft_ms_p95=percentile(ttft, 95), ttft_ms_p99=percentile(ttft, 99),
-            latency_ms_p50=percentile(lat, 50), latency_ms_p95=percentile(lat, 95), tpot_ms_p50=percentile(tpots, 50),
-            itl_ms_p50=percentile(self.itl_ms, 50), itl_ms_p95=percentile(self.itl_ms, 95),
-            output_tokens=self.output_tokens, prompt_tokens=self.prompt_tokens, cached_tokens=self.cached_tokens,
-            output_tokens_per_s=rate(self.output_tokens), tool_checks=self.tool_checks,
-            tool_checks_valid=self.tool_checks_valid, retries=self.retries, slo_met=met,
+            requests=self.requests,
+            ok=self.ok,
+            errors=self.requests - self.ok,
+            errors_by_kind=dict(self.errors_by_kind),
+            ttft_ms_p50=percentile(ttft, 50),
+            ttft_ms_p95=percentile(ttft, 95),
+            ttft_ms_p99=percentile(ttft, 99),
+            latency_ms_p50=percentile(lat, 50),
+            latency_ms_p95=percentile(lat, 95),
+            tpot_ms_p50=percentile(tpots, 50),
+            itl_ms_p50=percentile(self.itl_ms, 50),
+            itl_ms_p95=percentile(self.itl_ms, 95),
+            output_tokens=self.output_tokens,
+            prompt_tokens=self.prompt_tokens,
+            cached_tokens=self.cached_tokens,
+            output_tokens_per_s=rate(self.output_tokens),
+            tool_checks=self.tool_checks,
+            tool_checks_valid=self.tool_checks_valid,
+            retries=self.retries,
+            slo_met=met,
             slo_attainment=(met / self.requests) if met is not None and self.requests else None,
-            goodput_rps=rate(met) if met is not None else None, client_lost=self.client_lost)
+            goodput_rps=rate(met) if met is not None else None,
+            client_lost=self.client_lost,
+        )
 
 
-def summarise(records: Iterable[RequestRecord], duration_s: float | None = None,
-              slos: dict[str, float] | None = None) -> ClientStats:
+def summarise(
+    records: Iterable[RequestRecord], duration_s: float | None = None, slos: dict[str, float] | None = None
+) -> ClientStats:
     return ClientTally(records).stats(duration_s, slos)

@@ -35,8 +35,13 @@ class Target:
         return self.triage is not None
 
     def describe(self) -> dict[str, Any]:
-        return {"base_url": self.base_url, "launched": self.launched, "server_pid": self.server_pid,
-                "log_path": str(self.log_path) if self.log_path else None, **self.info.to_dict()}
+        return {
+            "base_url": self.base_url,
+            "launched": self.launched,
+            "server_pid": self.server_pid,
+            "log_path": str(self.log_path) if self.log_path else None,
+            **self.info.to_dict(),
+        }
 
 
 def api_key_from_env(api_key: str | None) -> str | None:
@@ -50,19 +55,29 @@ def url_target(url: str, api_key: str | None = None, model: str | None = None) -
 
 
 @contextlib.contextmanager
-def profile_target(profile: str, runs_dir: str = "runs", label: str | None = None,
-                   model: str | None = None) -> Iterator[Target]:
+def profile_target(
+    profile: str, runs_dir: str = "runs", label: str | None = None, model: str | None = None
+) -> Iterator[Target]:
     """Launch the profile's server (oomkit.launch), yield it as a Target, stop it afterwards."""
     try:
         from oomkit.launch import launched
     except ImportError as err:
-        raise MissingDependency(f"--profile needs oomkit.launch ({err})",
-                                hint="use --url with a running server") from err
+        raise MissingDependency(
+            f"--profile needs oomkit.launch ({err})", hint="use --url with a running server"
+        ) from err
     with launched(profile, runs_dir=runs_dir, label=label) as server:
         # The launch's own RunDir object: a second one on the same folder would overwrite its
         # manifest updates (each rewrites the whole file from memory).
         run = server.run if isinstance(getattr(server, "run", None), RunDir) else RunDir.open(server.run_dir)
         api_key = server.profile.api_key()  # a list of keys in args renders as one Bearer token each
         info = probe(server.base_url, api_key, model)
-        yield Target(info.base_url, info, api_key, server_pid=server.pid, log_path=Path(server.log_path),
-                     run_dir=run, alive=server.alive, triage=server.triage)
+        yield Target(
+            info.base_url,
+            info,
+            api_key,
+            server_pid=server.pid,
+            log_path=Path(server.log_path),
+            run_dir=run,
+            alive=server.alive,
+            triage=server.triage,
+        )

@@ -132,20 +132,31 @@ class _Stream:
 class ChatClient:
     """Async streaming client. Use as `async with ChatClient(url) as c: rec = await c.chat(req)`."""
 
-    def __init__(self, base_url: str, model: str | None = None, api_key: str | None = None,
-                 options: ClientOptions = ClientOptions()):
+    def __init__(
+        self,
+        base_url: str,
+        model: str | None = None,
+        api_key: str | None = None,
+        options: ClientOptions = ClientOptions(),
+    ):
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.options = options
         headers = {"accept-encoding": "identity", "user-agent": "oomkit"}
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
-        timeout = httpx.Timeout(connect=options.connect_timeout_s, read=options.stall_timeout_s,
-                                write=options.stall_timeout_s, pool=None)
-        self.http = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout,
-                                      mounts={"http://": Http11Transport()}, trust_env=False)
+        timeout = httpx.Timeout(
+            connect=options.connect_timeout_s, read=options.stall_timeout_s, write=options.stall_timeout_s, pool=None
+        )
+        self.http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=headers,
+            timeout=timeout,
+            mounts={"http://": Http11Transport()},
+            trust_env=False,
+        )
 
-    async def __aenter__(self) -> "ChatClient":
+    async def __aenter__(self) -> ChatClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -165,8 +176,11 @@ class ChatClient:
                 invalid += 1
                 retries += 1
                 continue
-            return replace(rec, retries=retries, attempts_invalid_tools=invalid + int(bool(
-                rec.tool_check and not rec.tool_check.valid)))
+            return replace(
+                rec,
+                retries=retries,
+                attempts_invalid_tools=invalid + int(bool(rec.tool_check and not rec.tool_check.valid)),
+            )
 
     def _payload(self, req: ChatRequest) -> dict[str, Any]:
         body = dict(req.body)
@@ -242,15 +256,33 @@ class ChatClient:
         end_s = st.end_s or time.perf_counter()
         calls = st.tool_calls()
         content = "".join(st.content)
-        check = check_tool_calls(calls, req.body.get("tools"), req.body.get("tool_choice", "auto"),
-                                 st.finish_reason, content) if kind is None else None
+        check = (
+            check_tool_calls(
+                calls, req.body.get("tools"), req.body.get("tool_choice", "auto"), st.finish_reason, content
+            )
+            if kind is None
+            else None
+        )
         return RequestRecord(
-            request_id=req.request_id, label=req.label, session=req.session, step=req.step,
-            started_unix_s=started, ok=kind is None, error_kind=kind,
-            error=redact(error) if error else None, http_status=status,
+            request_id=req.request_id,
+            label=req.label,
+            session=req.session,
+            step=req.step,
+            started_unix_s=started,
+            ok=kind is None,
+            error_kind=kind,
+            error=redact(error) if error else None,
+            http_status=status,
             ttft_ms=(st.first_s - st.t0) * 1000 if st.first_s is not None else None,
-            latency_ms=(end_s - st.t0) * 1000, itl_ms=tuple(g * 1000 for g in st.gaps_s),
-            prompt_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens"),
-            cached_tokens=details.get("cached_tokens"), chunks=st.chunks, finish_reason=st.finish_reason,
-            content=content, reasoning="".join(st.reasoning) if st.reasoning else None,
-            tool_calls=calls, tool_check=check)
+            latency_ms=(end_s - st.t0) * 1000,
+            itl_ms=tuple(g * 1000 for g in st.gaps_s),
+            prompt_tokens=usage.get("prompt_tokens"),
+            output_tokens=usage.get("completion_tokens"),
+            cached_tokens=details.get("cached_tokens"),
+            chunks=st.chunks,
+            finish_reason=st.finish_reason,
+            content=content,
+            reasoning="".join(st.reasoning) if st.reasoning else None,
+            tool_calls=calls,
+            tool_check=check,
+        )

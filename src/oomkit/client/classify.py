@@ -13,7 +13,9 @@ from oomkit.client.sse import MalformedStream
 # OpenAI's own wording is "maximum context length"; SGLang/TGI say "longer than"/"must have less").
 CONTEXT_LENGTH = re.compile(
     r"maximum context length|longer than the maximum model length|context length|"
-    r"is longer than the model's context|must have less than \d+ tokens|max_model_len", re.I)
+    r"is longer than the model's context|must have less than \d+ tokens|max_model_len",
+    re.I,
+)
 # vLLM's message when the engine core died (cpu-testbed.md §9: HTTP 500 body and in-band event).
 ENGINE_DEAD = re.compile(r"EngineCore encountered an issue|EngineDeadError|engine (?:core )?(?:is )?dead", re.I)
 

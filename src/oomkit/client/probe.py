@@ -23,8 +23,12 @@ class ServerInfo:
     """vLLM adds max_model_len to /v1/models; other servers leave it out (unknown)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"base_url": self.base_url, "model": self.model, "models": list(self.models),
-                "max_model_len": self.max_model_len}
+        return {
+            "base_url": self.base_url,
+            "model": self.model,
+            "models": list(self.models),
+            "max_model_len": self.max_model_len,
+        }
 
 
 def normalise_url(url: str) -> str:
@@ -41,18 +45,22 @@ def headers_for(api_key: str | None) -> dict[str, str]:
     return {"authorization": f"Bearer {api_key}"} if api_key else {}
 
 
-def probe(url: str, api_key: str | None = None, model: str | None = None,
-          timeout_s: float = PROBE_TIMEOUT_S) -> ServerInfo:
+def probe(
+    url: str, api_key: str | None = None, model: str | None = None, timeout_s: float = PROBE_TIMEOUT_S
+) -> ServerInfo:
     base = normalise_url(url)
     try:
         with httpx.Client(base_url=base, headers=headers_for(api_key), timeout=timeout_s, trust_env=False) as http:
             resp = http.get("/v1/models")
     except httpx.ConnectError as err:
-        raise RunFailed(f"nothing answers at {base} ({err})",
-                        hint="start the server first, or check host and port") from err
+        raise RunFailed(
+            f"nothing answers at {base} ({err})", hint="start the server first, or check host and port"
+        ) from err
     except httpx.TimeoutException as err:
-        raise RunFailed(f"{base} did not answer GET /v1/models within {timeout_s:g} s",
-                        hint="check that the server is up and not overloaded") from err
+        raise RunFailed(
+            f"{base} did not answer GET /v1/models within {timeout_s:g} s",
+            hint="check that the server is up and not overloaded",
+        ) from err
     except httpx.HTTPError as err:
         raise InputError(f"{base} is not an OpenAI-compatible server: {err}") from err
     return _read_models(base, resp, model)
@@ -60,17 +68,20 @@ def probe(url: str, api_key: str | None = None, model: str | None = None,
 
 def _read_models(base: str, resp: httpx.Response, model: str | None) -> ServerInfo:
     if resp.status_code in (401, 403):
-        raise InputError(f"{base} refused the request (HTTP {resp.status_code})",
-                         hint="pass --api-key or set OOMKIT_API_KEY")
+        raise InputError(
+            f"{base} refused the request (HTTP {resp.status_code})", hint="pass --api-key or set OOMKIT_API_KEY"
+        )
     try:
         data = resp.json()
         cards = [c for c in data["data"] if isinstance(c, dict) and isinstance(c.get("id"), str)]
     except (ValueError, KeyError, TypeError):
         cards = None
     if resp.status_code != 200 or not cards:
-        raise InputError(f"{base} is not an OpenAI-compatible server: GET /v1/models answered "
-                         f"HTTP {resp.status_code} {resp.text[:80]!r}",
-                         hint="give the URL of a vLLM/SGLang/llama.cpp/TGI OpenAI endpoint")
+        raise InputError(
+            f"{base} is not an OpenAI-compatible server: GET /v1/models answered "
+            f"HTTP {resp.status_code} {resp.text[:80]!r}",
+            hint="give the URL of a vLLM/SGLang/llama.cpp/TGI OpenAI endpoint",
+        )
     ids = tuple(c["id"] for c in cards)
     chosen = model or ids[0]
     if chosen not in ids:

@@ -9,17 +9,17 @@ from typing import Any
 # §9 (engine death: HTTP 500 "EngineCore encountered an issue", or an in-band error event after a
 # 200), vllm-internals.md §3 (E-REQLEN: HTTP 400 "maximum context length").
 ERROR_KINDS = (
-    "refused",          # connection refused: nothing listens (server gone or not started)
-    "reset",            # connection reset or closed in the middle of a response
-    "timeout",          # no first byte / no next byte within the per-request timeout
-    "context_length",   # HTTP 400: the prompt plus max_tokens exceeds the model's context
-    "bad_request",      # any other HTTP 4xx
-    "http_5xx",         # HTTP 5xx that is not an engine death
-    "engine_dead",      # vLLM's engine core died (HTTP 500 or in-band error naming EngineCore)
-    "malformed_stream", # a body that is not server-sent events of JSON chunks
-    "not_openai",       # the endpoint does not speak the OpenAI chat API (404, HTML, no choices)
-    "interrupted",      # cancelled by Ctrl-C or by the end of a --duration run
-    "client_lost",      # the client process or Ray actor that held it died (--clients): not the server's doing
+    "refused",  # connection refused: nothing listens (server gone or not started)
+    "reset",  # connection reset or closed in the middle of a response
+    "timeout",  # no first byte / no next byte within the per-request timeout
+    "context_length",  # HTTP 400: the prompt plus max_tokens exceeds the model's context
+    "bad_request",  # any other HTTP 4xx
+    "http_5xx",  # HTTP 5xx that is not an engine death
+    "engine_dead",  # vLLM's engine core died (HTTP 500 or in-band error naming EngineCore)
+    "malformed_stream",  # a body that is not server-sent events of JSON chunks
+    "not_openai",  # the endpoint does not speak the OpenAI chat API (404, HTML, no choices)
+    "interrupted",  # cancelled by Ctrl-C or by the end of a --duration run
+    "client_lost",  # the client process or Ray actor that held it died (--clients): not the server's doing
 )
 
 
@@ -89,5 +89,4 @@ class RequestRecord:
 
     def fingerprint(self) -> tuple[Any, ...]:
         """What must repeat for a run to count as identical: the text and the tool calls."""
-        return (self.content, self.reasoning, tuple((c.name, c.arguments) for c in self.tool_calls),
-                self.finish_reason)
+        return (self.content, self.reasoning, tuple((c.name, c.arguments) for c in self.tool_calls), self.finish_reason)

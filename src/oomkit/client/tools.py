@@ -52,8 +52,13 @@ def expects_call(tool_choice: Any) -> str | bool:
     return tool_choice == "required"
 
 
-def check_tool_calls(calls: tuple[ToolCall, ...], tools: list[dict[str, Any]] | None, tool_choice: Any,
-                     finish_reason: str | None, content: str) -> ToolCheck | None:
+def check_tool_calls(
+    calls: tuple[ToolCall, ...],
+    tools: list[dict[str, Any]] | None,
+    tool_choice: Any,
+    finish_reason: str | None,
+    content: str,
+) -> ToolCheck | None:
     """None when no tools were offered; otherwise every problem found, in a stable order."""
     if not tools:
         return None

@@ -46,9 +46,18 @@ async def _within(timeout_s: float | None, awaitable, error: type[httpx.TimeoutE
 class _Body(httpx.AsyncByteStream):
     """The response body; gives the connection back to the pool when read to the end."""
 
-    def __init__(self, transport: "Http11Transport", key: tuple[str, int], conn: _Connection,
-                 request: httpx.Request, mode: str, length: int, keep_alive: bool, rest: bytes,
-                 read_timeout_s: float | None):
+    def __init__(
+        self,
+        transport: Http11Transport,
+        key: tuple[str, int],
+        conn: _Connection,
+        request: httpx.Request,
+        mode: str,
+        length: int,
+        keep_alive: bool,
+        rest: bytes,
+        read_timeout_s: float | None,
+    ):
         self._transport, self._key, self._conn, self._request = transport, key, conn, request
         self._mode, self._length, self._keep_alive = mode, length, keep_alive
         self._rest = rest
@@ -57,8 +66,7 @@ class _Body(httpx.AsyncByteStream):
 
     async def _read(self) -> bytes:
         try:
-            return await _within(self._timeout_s, self._conn.reader.read(READ_SIZE),
-                                 httpx.ReadTimeout, self._request)
+            return await _within(self._timeout_s, self._conn.reader.read(READ_SIZE), httpx.ReadTimeout, self._request)
         except (ConnectionError, OSError) as err:
             raise httpx.ReadError(str(err) or type(err).__name__, request=self._request) from err
 
@@ -86,8 +94,7 @@ class _Body(httpx.AsyncByteStream):
                 return
             data = await self._read()
             if not data:
-                raise httpx.RemoteProtocolError("connection closed before the body ended",
-                                                request=self._request)
+                raise httpx.RemoteProtocolError("connection closed before the body ended", request=self._request)
 
     async def _until_close(self) -> AsyncIterator[bytes]:
         self._keep_alive = False
@@ -108,8 +115,9 @@ class _Body(httpx.AsyncByteStream):
                 return
             data = await self._read()
             if not data:
-                raise httpx.RemoteProtocolError("connection closed in the middle of a chunked body",
-                                                request=self._request)
+                raise httpx.RemoteProtocolError(
+                    "connection closed in the middle of a chunked body", request=self._request
+                )
             buf = buf + data if buf else data
 
     async def aclose(self) -> None:
@@ -137,7 +145,7 @@ def _decode_chunks(buf: bytes, request: httpx.Request) -> tuple[bytes, bytes, bo
             done = buf.find(b"\r\n\r\n", eol)
             if done < 0:
                 break
-            return b"".join(parts), buf[done + 4:], True
+            return b"".join(parts), buf[done + 4 :], True
         start = eol + 2
         stop = start + size
         if stop + 2 > end_of_buf:
@@ -180,16 +188,18 @@ class Http11Transport(httpx.AsyncBaseTransport):
 
     async def _connect(self, request: httpx.Request, key: tuple[str, int], timeout_s: float | None) -> _Connection:
         try:
-            reader, writer = await _within(timeout_s, asyncio.open_connection(*key, limit=READ_SIZE),
-                                           httpx.ConnectTimeout, request)
+            reader, writer = await _within(
+                timeout_s, asyncio.open_connection(*key, limit=READ_SIZE), httpx.ConnectTimeout, request
+            )
         except OSError as err:
             raise httpx.ConnectError(str(err) or type(err).__name__, request=request) from err
         return _Connection(reader, writer)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if request.url.scheme != "http":
-            raise httpx.UnsupportedProtocol(f"Http11Transport serves http:// only, not {request.url.scheme}",
-                                            request=request)
+            raise httpx.UnsupportedProtocol(
+                f"Http11Transport serves http:// only, not {request.url.scheme}", request=request
+            )
         timeouts = request.extensions.get("timeout", {})
         key = (request.url.host, request.url.port or 80)
         body = await request.aread()
@@ -207,14 +217,19 @@ class Http11Transport(httpx.AsyncBaseTransport):
         conn = await self._connect(request, key, timeouts.get("connect"))
         return await self._exchange(request, key, conn, payload, timeouts)
 
-    async def _exchange(self, request: httpx.Request, key: tuple[str, int], conn: _Connection,
-                        payload: bytes, timeouts: dict[str, float | None]) -> httpx.Response:
+    async def _exchange(
+        self,
+        request: httpx.Request,
+        key: tuple[str, int],
+        conn: _Connection,
+        payload: bytes,
+        timeouts: dict[str, float | None],
+    ) -> httpx.Response:
         reused = conn.used
         conn.used = True
         try:
             conn.writer.write(payload)
-            head = await _within(timeouts.get("read"), conn.reader.readuntil(b"\r\n\r\n"),
-                                 httpx.ReadTimeout, request)
+            head = await _within(timeouts.get("read"), conn.reader.readuntil(b"\r\n\r\n"), httpx.ReadTimeout, request)
         except asyncio.IncompleteReadError as err:
             conn.close()
             exc = httpx.RemoteProtocolError("server closed the connection without a response", request=request)
@@ -235,11 +250,20 @@ class Http11Transport(httpx.AsyncBaseTransport):
         http10 = head.startswith(b"HTTP/1.0")
         version = b"HTTP/1.0" if http10 else b"HTTP/1.1"
         body = self._body(request, key, conn, status, headers, timeouts.get("read"), http10)
-        return httpx.Response(status, headers=headers, extensions={"http_version": version}, stream=body,
-                              request=request)
+        return httpx.Response(
+            status, headers=headers, extensions={"http_version": version}, stream=body, request=request
+        )
 
-    def _body(self, request: httpx.Request, key: tuple[str, int], conn: _Connection, status: int,
-              headers: list[tuple[bytes, bytes]], read_timeout_s: float | None, http10: bool) -> _Body:
+    def _body(
+        self,
+        request: httpx.Request,
+        key: tuple[str, int],
+        conn: _Connection,
+        status: int,
+        headers: list[tuple[bytes, bytes]],
+        read_timeout_s: float | None,
+        http10: bool,
+    ) -> _Body:
         lower = {k.lower(): v.lower() for k, v in headers}
         connection = lower.get(b"connection", b"")
         keep_alive = connection == b"keep-alive" if http10 else connection != b"close"

@@ -33,11 +33,23 @@ def duration_s(text: str | None) -> float | None:
 @click.option("--concurrency", type=int, help="Agent sessions running at once (required).")
 @click.option("--sessions", type=int, help="Sessions to run (default: each session of the set once).")
 @click.option("--duration", help="Run this long instead (e.g. 90s, 5m), repeating the sessions.")
-@click.option("--clients", type=int, default=1, show_default=True,
-              help="Client processes that stream the requests (sessions split among them); one run folder.")
-@click.option("--ray", "ray_address", is_flag=False, flag_value="", default=None, metavar="[ADDRESS]",
-              help="Run the --clients as Ray actors across a cluster: ADDRESS, else RAY_ADDRESS, else a local "
-                   "Ray (needs the ray extra).")
+@click.option(
+    "--clients",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Client processes that stream the requests (sessions split among them); one run folder.",
+)
+@click.option(
+    "--ray",
+    "ray_address",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[ADDRESS]",
+    help="Run the --clients as Ray actors across a cluster: ADDRESS, else RAY_ADDRESS, else a local "
+    "Ray (needs the ray extra).",
+)
 def command(workload, concurrency, sessions, duration, clients, ray_address, **kw):
     """Target load: client latency, /metrics deltas, peak memory, agent-loop success, goodput."""
     spec, client, slos = common(kw)
@@ -47,5 +59,6 @@ def command(workload, concurrency, sessions, duration, clients, ray_address, **k
     if result.died and result.ran:
         f = result.failure
         why = f"{f.kind}: {f.reason}" if f else "the server stopped serving"
-        raise RunFailed(f"the server died during the bench: {why}",
-                        hint=f"every finished request is in {result.run_dir}")
+        raise RunFailed(
+            f"the server died during the bench: {why}", hint=f"every finished request is in {result.run_dir}"
+        )

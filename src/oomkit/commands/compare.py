@@ -40,5 +40,8 @@ def command(experiment, preset, profile, workload, concurrency, history_turns, r
     spec, notes = _spec(experiment, preset, profile, workload, concurrency, history_turns)
     say = None if as_json else (lambda text: click.echo(redact(text), err=True))
     result = compare(spec, CompareOptions(runs_dir, url, resume, repeats, on_event=say), notes=notes)
-    click.echo(redact(json.dumps(result.to_dict(), indent=2, default=str)) if as_json
-               else redact(render(result.data, str(result.run_dir))))
+    click.echo(
+        redact(json.dumps(result.to_dict(), indent=2, default=str))
+        if as_json
+        else redact(render(result.data, str(result.run_dir)))
+    )

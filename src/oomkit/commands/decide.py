@@ -16,7 +16,9 @@ from oomkit.redact import redact
 @click.option("--requirements", required=True, help="Requirements YAML (see examples/requirements-testbed.yaml).")
 @click.option("--team", type=click.Choice(list(TEAMS)), default="production", show_default=True)
 @click.option("--recipe", help="vLLM recipe YAML to check the recorded environment against.")
-@click.option("--runs-dir", default="runs", show_default=True, help="Where run ids are looked up; the decision goes here.")
+@click.option(
+    "--runs-dir", default="runs", show_default=True, help="Where run ids are looked up; the decision goes here."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def command(runs, requirements, team, recipe, runs_dir, as_json):
     """fix_environment, tune, change_topology, expand or inconclusive: the rule, numbers and evidence."""

@@ -14,8 +14,12 @@ from oomkit.fsio import dumps
 
 
 @click.command("env")
-@click.option("--from", "from_dir", type=click.Path(path_type=Path),
-              help="Read a captured environment (nvidia-smi -q -x, topo -m, pip list, env) from DIR.")
+@click.option(
+    "--from",
+    "from_dir",
+    type=click.Path(path_type=Path),
+    help="Read a captured environment (nvidia-smi -q -x, topo -m, pip list, env) from DIR.",
+)
 @click.option("--python", "python", metavar="PATH", help="Read the vLLM build of this interpreter instead.")
 @click.option("--recipe", type=click.Path(path_type=Path), help="Check against a vLLM recipes YAML file.")
 @click.option("--strategy", metavar="NAME", help="Recipe strategy (default: the recipe's default).")
@@ -25,15 +29,25 @@ from oomkit.fsio import dumps
 @click.option("--print-command", is_flag=True, help="Print the vllm serve command(s) and env the recipe implies.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.pass_context
-def command(ctx: click.Context, from_dir: Path | None, python: str | None, recipe: Path | None,
-            strategy: str | None, hardware: str | None, variant: str | None, features: tuple[str, ...],
-            print_command: bool, as_json: bool) -> None:
+def command(
+    ctx: click.Context,
+    from_dir: Path | None,
+    python: str | None,
+    recipe: Path | None,
+    strategy: str | None,
+    hardware: str | None,
+    variant: str | None,
+    features: tuple[str, ...],
+    print_command: bool,
+    as_json: bool,
+) -> None:
     """Snapshot the driver, GPUs, topology, vLLM build and host; check them against a recipe."""
     from oomkit import env
 
     if recipe is None and (strategy or hardware or variant or features or print_command):
-        raise UsageError("--strategy, --hardware, --variant, --feature and --print-command need --recipe",
-                         "add --recipe RECIPE.yaml")
+        raise UsageError(
+            "--strategy, --hardware, --variant, --feature and --print-command need --recipe", "add --recipe RECIPE.yaml"
+        )
     if from_dir is not None and python is not None:
         raise UsageError("--from and --python both say where the packages come from", "pass only one")
     snap = env.load_snapshot_from_dir(from_dir) if from_dir else env.take_snapshot(python=python)

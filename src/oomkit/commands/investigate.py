@@ -26,9 +26,22 @@ from oomkit.redact import redact
 def command(profile, requirements, workload, team, repeats, recipe, resume, runs_dir, as_json):
     """The main job: from a launch profile and the requirement to the verdict and report.html."""
     say = None if as_json else (lambda text: click.echo(redact(text), err=True))
-    opts = InvestigateOptions(workload, team, repeats, runs_dir, resume, recipe, on_event=say,
-                              progress=LineProgress(sys.stderr, enabled=not as_json))
+    opts = InvestigateOptions(
+        workload,
+        team,
+        repeats,
+        runs_dir,
+        resume,
+        recipe,
+        on_event=say,
+        progress=LineProgress(sys.stderr, enabled=not as_json),
+    )
     r = investigate(profile, requirements, opts)
-    click.echo(redact(json.dumps(r.to_dict(), indent=2, default=str)) if as_json else redact(
-        f"verdict: {r.verdict} ({r.rule})\nwhy:     {r.summary}\nreport:  {r.report_html}\n"
-        f"time to verdict: {sum(r.timings_s.values()):.0f} s, server starts {r.server_starts}, restarts {r.restarts}"))
+    click.echo(
+        redact(json.dumps(r.to_dict(), indent=2, default=str))
+        if as_json
+        else redact(
+            f"verdict: {r.verdict} ({r.rule})\nwhy:     {r.summary}\nreport:  {r.report_html}\n"
+            f"time to verdict: {sum(r.timings_s.values()):.0f} s, server starts {r.server_starts}, restarts {r.restarts}"
+        )
+    )

@@ -12,13 +12,25 @@ from oomkit.fsio import dumps
 @click.argument("profile", required=False, type=click.Path(dir_okay=False))
 @click.option("--check", is_flag=True, help="Start, wait for ready, send one short request, stop, report.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (progress goes to stderr).")
-@click.option("--runs-dir", default="runs", show_default=True, type=click.Path(file_okay=False),
-              help="Where run folders are created.")
+@click.option(
+    "--runs-dir",
+    default="runs",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Where run folders are created.",
+)
 @click.option("--label", help="Name for the run folder (default: the profile's label).")
 @click.option("--stop", "stop_ref", metavar="RUN", help="Stop a running launch (run folder or run id).")
 @click.pass_context
-def command(ctx: click.Context, profile: str | None, check: bool, as_json: bool, runs_dir: str,
-            label: str | None, stop_ref: str | None) -> None:
+def command(
+    ctx: click.Context,
+    profile: str | None,
+    check: bool,
+    as_json: bool,
+    runs_dir: str,
+    label: str | None,
+    stop_ref: str | None,
+) -> None:
     """Start vLLM from a launch PROFILE, follow every startup phase, and record a run folder.
 
     Without --check it serves until Ctrl-C, SIGTERM or `oomkit launch --stop RUN`, then stops the

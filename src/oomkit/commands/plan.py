@@ -15,8 +15,17 @@ from oomkit.plan.run import catalogs, run_plan
 from oomkit.redact import redact, redact_obj
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|[KMGT])?\s*$", re.I)
-_UNITS = {"": 1, "k": 1000, "m": 1000 ** 2, "g": 1000 ** 3, "t": 1000 ** 4,
-          "ki": 1024, "mi": 1024 ** 2, "gi": 1024 ** 3, "ti": 1024 ** 4}
+_UNITS = {
+    "": 1,
+    "k": 1000,
+    "m": 1000**2,
+    "g": 1000**3,
+    "t": 1000**4,
+    "ki": 1024,
+    "mi": 1024**2,
+    "gi": 1024**3,
+    "ti": 1024**4,
+}
 
 
 def _bytes(_ctx: object, _param: object, value: str | None) -> int | None:
@@ -117,17 +126,35 @@ def command(**o: object) -> None:
         except json.JSONDecodeError as err:
             raise UsageError(f"--hf-overrides is not JSON: {err}") from err
     req = PlanRequest(
-        model=str(o["model"]), gpu=gpu, gpus=None if o["compare"] else (gpus[0] if gpus else None),
-        tp=o["tp"], pp=o["pp"], dp=o["dp"], ep=bool(o["ep"]), dcp=o["dcp"],
-        eplb_redundant=int(o["eplb_redundant_experts"] or 0), max_model_len=o["max_model_len"],
-        max_num_seqs=o["max_num_seqs"], max_num_batched_tokens=o["max_num_batched_tokens"],
-        gpu_memory_utilization=o["gpu_memory_utilization"], kv_cache_memory_bytes=o["kv_cache_memory_bytes"],
-        num_gpu_blocks_override=o["num_gpu_blocks_override"], kv_cache_dtype=str(o["kv_cache_dtype"]),
-        quantization=o["quantization"], block_size=o["block_size"], enable_prefix_caching=o["enable_prefix_caching"],
-        num_speculative_tokens=int(o["num_speculative_tokens"] or 0), use_replayssm=bool(o["use_replayssm"]),
-        enforce_eager=bool(o["enforce_eager"]), vllm_version=o["vllm_version"], context=o["context"],
-        concurrency=o["concurrency"], gpu_memory_gib=o["gpu_memory_gib"],
-        mamba_ssm_cache_dtype=o["mamba_ssm_cache_dtype"], assume=dict(o["assume"]), hf_overrides=overrides,
+        model=str(o["model"]),
+        gpu=gpu,
+        gpus=None if o["compare"] else (gpus[0] if gpus else None),
+        tp=o["tp"],
+        pp=o["pp"],
+        dp=o["dp"],
+        ep=bool(o["ep"]),
+        dcp=o["dcp"],
+        eplb_redundant=int(o["eplb_redundant_experts"] or 0),
+        max_model_len=o["max_model_len"],
+        max_num_seqs=o["max_num_seqs"],
+        max_num_batched_tokens=o["max_num_batched_tokens"],
+        gpu_memory_utilization=o["gpu_memory_utilization"],
+        kv_cache_memory_bytes=o["kv_cache_memory_bytes"],
+        num_gpu_blocks_override=o["num_gpu_blocks_override"],
+        kv_cache_dtype=str(o["kv_cache_dtype"]),
+        quantization=o["quantization"],
+        block_size=o["block_size"],
+        enable_prefix_caching=o["enable_prefix_caching"],
+        num_speculative_tokens=int(o["num_speculative_tokens"] or 0),
+        use_replayssm=bool(o["use_replayssm"]),
+        enforce_eager=bool(o["enforce_eager"]),
+        vllm_version=o["vllm_version"],
+        context=o["context"],
+        concurrency=o["concurrency"],
+        gpu_memory_gib=o["gpu_memory_gib"],
+        mamba_ssm_cache_dtype=o["mamba_ssm_cache_dtype"],
+        assume=dict(o["assume"]),
+        hf_overrides=overrides,
     )
     if o["compare"] and not gpus:
         raise UsageError("--compare needs --gpus, e.g. --gpus 8,16")

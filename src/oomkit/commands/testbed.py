@@ -14,8 +14,13 @@ def command() -> None:
 
 @command.command("create")
 @click.argument("out_dir", required=False, type=click.Path(file_okay=False))
-@click.option("--kind", "kinds", multiple=True, type=click.Choice(["llama", "qwen3next"]),
-              help="Build only these models (default: all).")
+@click.option(
+    "--kind",
+    "kinds",
+    multiple=True,
+    type=click.Choice(["llama", "qwen3next"]),
+    help="Build only these models (default: all).",
+)
 @click.option("--force", is_flag=True, help="Rebuild models that already exist.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 def create(out_dir: str | None, kinds: tuple[str, ...], force: bool, as_json: bool) -> None:

@@ -83,16 +83,47 @@ def session_times_ms(records: tuple[RequestRecord, ...]) -> list[float]:
     return out
 
 
-def cell_from(mode: Mode, repeat: int, window: Window, outcomes: list[SessionOutcome], concurrency: int,
-              reset: str, salt: str | None, server_run: str) -> Cell:
+def cell_from(
+    mode: Mode,
+    repeat: int,
+    window: Window,
+    outcomes: list[SessionOutcome],
+    concurrency: int,
+    reset: str,
+    salt: str | None,
+    server_run: str,
+) -> Cell:
     stats = summarise(window.records, window.duration_s)
     agents = AgentStats.of(outcomes)
     d = window.deltas
-    return Cell(mode.name, repeat, window.label, server_run, concurrency, reset, salt, stats.requests, stats.errors,
-                stats.errors_by_kind, stats.ttft_ms_p50, stats.ttft_ms_p95, stats.latency_ms_p50, stats.latency_ms_p95,
-                percentile(session_times_ms(window.records), 95), window.peak_memory_bytes, d.max_kv_usage,
-                d.preemptions, d.prefix_cache_hit_rate, stats.cached_tokens, stats.prompt_tokens, agents.sessions,
-                agents.succeeded, agents.success_share, window.started_unix_s, window.duration_s)
+    return Cell(
+        mode.name,
+        repeat,
+        window.label,
+        server_run,
+        concurrency,
+        reset,
+        salt,
+        stats.requests,
+        stats.errors,
+        stats.errors_by_kind,
+        stats.ttft_ms_p50,
+        stats.ttft_ms_p95,
+        stats.latency_ms_p50,
+        stats.latency_ms_p95,
+        percentile(session_times_ms(window.records), 95),
+        window.peak_memory_bytes,
+        d.max_kv_usage,
+        d.preemptions,
+        d.prefix_cache_hit_rate,
+        stats.cached_tokens,
+        stats.prompt_tokens,
+        agents.sessions,
+        agents.succeeded,
+        agents.success_share,
+        window.started_unix_s,
+        window.duration_s,
+    )
 
 
 async def try_reset(load: Load) -> bool:
@@ -109,8 +140,10 @@ async def reset_method(load: Load, wanted: str) -> str:
     if await try_reset(load):
         return "endpoint"
     if wanted == "endpoint":
-        raise UsageError(f"{load.target.base_url} has no POST {RESET_PATH} (vLLM serves it only with "
-                         "VLLM_SERVER_DEV_MODE=1)", hint="set that in the profile's env, or use reset: salt")
+        raise UsageError(
+            f"{load.target.base_url} has no POST {RESET_PATH} (vLLM serves it only with VLLM_SERVER_DEV_MODE=1)",
+            hint="set that in the profile's env, or use reset: salt",
+        )
     return "salt"
 
 
@@ -128,8 +161,15 @@ class GroupJob:
     done: frozenset[tuple[str, int]]
 
 
-async def run_group(target: Target, run: RunDir, rs: RequestSet, job: GroupJob, client: ClientOptions,
-                    memory: str, on_cell: Callable[[Cell], None]) -> list[Cell]:
+async def run_group(
+    target: Target,
+    run: RunDir,
+    rs: RequestSet,
+    job: GroupJob,
+    client: ClientOptions,
+    memory: str,
+    on_cell: Callable[[Cell], None],
+) -> list[Cell]:
     """Repeats outermost, modes inside: drift over time hits every mode alike."""
     cells: list[Cell] = []
     async with Load(target, run, client, memory) as load:
@@ -155,8 +195,9 @@ async def _why_dead(load: Load, window: Window) -> dict[str, Any]:
     return failure.to_dict() if failure else {"kind": load.dead.error_kind, "reason": load.dead.error}
 
 
-async def _one_cell(load: Load, rs: RequestSet, job: GroupJob, mode: Mode, repeat: int, method: str,
-                    server_run: str) -> tuple[Cell, Window]:
+async def _one_cell(
+    load: Load, rs: RequestSet, job: GroupJob, mode: Mode, repeat: int, method: str, server_run: str
+) -> tuple[Cell, Window]:
     salt = None
     if method == "endpoint":
         await try_reset(load)

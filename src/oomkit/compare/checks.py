@@ -14,8 +14,10 @@ from oomkit.launch.profile import Profile
 # Attention kinds whose KV groups the retention interval applies to (vllm/config/cache.py
 # docstring; kv_cache_coordinator._validate_prefix_cache_retention_interval).
 RETENTION_KINDS = ("sliding", "linear")
-REJECTED_LINE = ("ValueError: prefix_cache_retention_interval is set but this model has no sliding-window or "
-                 "Mamba KV cache group, so retention has no effect (cpu-testbed.md §5, llama_retention_rejected.log)")
+REJECTED_LINE = (
+    "ValueError: prefix_cache_retention_interval is set but this model has no sliding-window or "
+    "Mamba KV cache group, so retention has no effect (cpu-testbed.md §5, llama_retention_rejected.log)"
+)
 
 
 def retention_layers(profile: Profile) -> dict[str, Any]:
@@ -37,10 +39,12 @@ def _nonzero(value: Any) -> bool:
 def check_retention(mode: Mode, profile: Profile) -> Mode:
     info = retention_layers(profile)
     if info["layers"] == 0 and _nonzero(mode.value):
-        raise InputError(f"variant {mode.name!r}: {RETENTION} {mode.value} on {info['model']}, a model with only "
-                         f"full-attention layers ({info['kinds']}), is a vLLM startup error: {REJECTED_LINE}",
-                         hint="the interval applies only to sliding-window and mamba/linear-attention models "
-                              "(use testbed-hybrid.yaml on the CPU testbed)")
+        raise InputError(
+            f"variant {mode.name!r}: {RETENTION} {mode.value} on {info['model']}, a model with only "
+            f"full-attention layers ({info['kinds']}), is a vLLM startup error: {REJECTED_LINE}",
+            hint="the interval applies only to sliding-window and mamba/linear-attention models "
+            "(use testbed-hybrid.yaml on the CPU testbed)",
+        )
     notes = list(mode.notes)
     if info["layers"] is None:
         notes.append(f"could not check the model's layer kinds: {info['why']}")
@@ -57,9 +61,11 @@ def check_plan(plan: Plan, profile: Profile) -> Plan:
     modes = tuple(check_retention(m, profile) if m.factor == RETENTION else m for m in plan.modes)
     notes = list(plan.notes)
     if RETENTION_ENV in profile.env:
-        notes.append(f"the profile sets {RETENTION_ENV} in env: "
-                     + retention_note(retention_forms(installed_vllm_dir()))
-                     + f"; set args.{RETENTION} instead")
+        notes.append(
+            f"the profile sets {RETENTION_ENV} in env: "
+            + retention_note(retention_forms(installed_vllm_dir()))
+            + f"; set args.{RETENTION} instead"
+        )
     return replace(plan, modes=modes, notes=tuple(notes))
 
 

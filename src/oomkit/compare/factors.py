@@ -21,25 +21,53 @@ class Factor:
 
 
 FACTORS: tuple[Factor, ...] = (
-    Factor("concurrency", CLIENT, int, "agent sessions running at once",
-           "the method's comparison (1): keep the cache, lower concurrency"),
-    Factor("history_turns", CLIENT, int, "earlier agent steps kept in every prompt (0: none)",
-           "the method's comparison (2): keep concurrency, shorten history"),
-    Factor("context_factor", CLIENT, int, "every prompt's history repeated N times (longer context)",
-           "same transformation as the ladder's history doubling (oomkit.ladder.steps.scaled)"),
-    Factor("output_tokens", CLIENT, int, "max_tokens of every request",
-           "OpenAI chat API max_tokens"),
+    Factor(
+        "concurrency",
+        CLIENT,
+        int,
+        "agent sessions running at once",
+        "the method's comparison (1): keep the cache, lower concurrency",
+    ),
+    Factor(
+        "history_turns",
+        CLIENT,
+        int,
+        "earlier agent steps kept in every prompt (0: none)",
+        "the method's comparison (2): keep concurrency, shorten history",
+    ),
+    Factor(
+        "context_factor",
+        CLIENT,
+        int,
+        "every prompt's history repeated N times (longer context)",
+        "same transformation as the ladder's history doubling (oomkit.ladder.steps.scaled)",
+    ),
+    Factor("output_tokens", CLIENT, int, "max_tokens of every request", "OpenAI chat API max_tokens"),
     Factor("max_model_len", SERVER, int, "--max-model-len", "vllm/config/model.py"),
     Factor("max_num_seqs", SERVER, int, "--max-num-seqs", "vllm/config/scheduler.py"),
     Factor("max_num_batched_tokens", SERVER, int, "--max-num-batched-tokens", "vllm/config/scheduler.py"),
-    Factor("enable_prefix_caching", SERVER, bool, "--enable-prefix-caching / --no-enable-prefix-caching",
-           "vllm/config/cache.py"),
-    Factor("prefix_cache_retention_interval", SERVER, (int, str),
-           "--prefix-cache-retention-interval N|None (sliding-window and mamba/linear layers only)",
-           "vllm/config/cache.py: int | None, default 0; cpu-testbed.md §5"),
+    Factor(
+        "enable_prefix_caching",
+        SERVER,
+        bool,
+        "--enable-prefix-caching / --no-enable-prefix-caching",
+        "vllm/config/cache.py",
+    ),
+    Factor(
+        "prefix_cache_retention_interval",
+        SERVER,
+        (int, str),
+        "--prefix-cache-retention-interval N|None (sliding-window and mamba/linear layers only)",
+        "vllm/config/cache.py: int | None, default 0; cpu-testbed.md §5",
+    ),
     Factor("gpu_memory_utilization", SERVER, float, "--gpu-memory-utilization", "vllm/config/cache.py"),
-    Factor("kv_cache_memory_bytes", SERVER, int, "--kv-cache-memory-bytes (the KV pool, exact)",
-           "vllm/config/cache.py; the CPU testbed's stand-in for utilisation (cpu-testbed.md §0)"),
+    Factor(
+        "kv_cache_memory_bytes",
+        SERVER,
+        int,
+        "--kv-cache-memory-bytes (the KV pool, exact)",
+        "vllm/config/cache.py; the CPU testbed's stand-in for utilisation (cpu-testbed.md §0)",
+    ),
     Factor("num_gpu_blocks_override", SERVER, int, "--num-gpu-blocks-override", "vllm/config/cache.py"),
     Factor("kv_cache_dtype", SERVER, str, "--kv-cache-dtype", "vllm/config/cache.py"),
     Factor("block_size", SERVER, int, "--block-size", "vllm/config/cache.py"),
@@ -53,7 +81,9 @@ BY_NAME = {f.name: f for f in FACTORS}
 ALIASES = {
     "VLLM_PREFIX_CACHE_RETENTION_INTERVAL": "prefix_cache_retention_interval",
     "prefix-cache-retention-interval": "prefix_cache_retention_interval",
-    "tp": "tensor_parallel_size", "pp": "pipeline_parallel_size", "dp": "data_parallel_size",
+    "tp": "tensor_parallel_size",
+    "pp": "pipeline_parallel_size",
+    "dp": "data_parallel_size",
 }
 RETENTION = "prefix_cache_retention_interval"
 RETENTION_ENV = "VLLM_PREFIX_CACHE_RETENTION_INTERVAL"
@@ -94,10 +124,11 @@ def installed_vllm_dir() -> Path | None:
 
 def retention_note(forms: dict[str, Any]) -> str:
     if forms.get("checked") is None:
-        return (f"{RETENTION_ENV} is not a variable vLLM 0.32 reads (vllm/envs.py has none); oomkit passes "
-                "--prefix-cache-retention-interval instead (vLLM was not found here to check)")
+        return (
+            f"{RETENTION_ENV} is not a variable vLLM 0.32 reads (vllm/envs.py has none); oomkit passes "
+            "--prefix-cache-retention-interval instead (vLLM was not found here to check)"
+        )
     if forms.get("env"):
         return f"this vLLM reads the environment variable {RETENTION_ENV} ({forms['checked']}/envs.py)"
     flag = "--prefix-cache-retention-interval" if forms.get("flag") else "no retention setting at all"
-    return (f"this vLLM ({forms['checked']}) has no {RETENTION_ENV} variable: it reads {flag}; "
-            "oomkit passes the flag")
+    return f"this vLLM ({forms['checked']}) has no {RETENTION_ENV} variable: it reads {flag}; oomkit passes the flag"

@@ -28,30 +28,62 @@ def retention_alternative(current: object) -> object:
     return "None" if str(current if current is not None else 0) == "0" else 0
 
 
-def cache_vs_context(profile: str, workload: str | None, concurrency: int, repeats: int = 2,
-                     history_turns: int = 1, sessions: int | None = None, steps: int | None = None,
-                     name: str = "cache-vs-context") -> Preset:
+def cache_vs_context(
+    profile: str,
+    workload: str | None,
+    concurrency: int,
+    repeats: int = 2,
+    history_turns: int = 1,
+    sessions: int | None = None,
+    steps: int | None = None,
+    name: str = "cache-vs-context",
+) -> Preset:
     prof = load_profile(profile)
     notes: list[str] = []
     variants = []
     if concurrency > 1:
-        variants.append(VariantSpec(name=LOWER_CONCURRENCY, set={"concurrency": max(1, concurrency // 2)},
-                                    note="(1) keep the cache, lower concurrency"))
+        variants.append(
+            VariantSpec(
+                name=LOWER_CONCURRENCY,
+                set={"concurrency": max(1, concurrency // 2)},
+                note="(1) keep the cache, lower concurrency",
+            )
+        )
     else:
         notes.append("(1) lower concurrency: skipped, the target concurrency is already 1")
-    variants.append(VariantSpec(name=SHORTER_HISTORY, set={"history_turns": history_turns},
-                                note="(2) keep concurrency, shorten history: changes what the agent sees"))
+    variants.append(
+        VariantSpec(
+            name=SHORTER_HISTORY,
+            set={"history_turns": history_turns},
+            note="(2) keep concurrency, shorten history: changes what the agent sees",
+        )
+    )
     info = retention_layers(prof)
     if info["layers"] == 0:
-        notes.append(f"(3) retention: skipped: {info['model']} has only full-attention layers, where a non-zero "
-                     f"{RETENTION} is a vLLM startup error (use a sliding-window or hybrid model, e.g. "
-                     "examples/testbed-hybrid.yaml)")
+        notes.append(
+            f"(3) retention: skipped: {info['model']} has only full-attention layers, where a non-zero "
+            f"{RETENTION} is a vLLM startup error (use a sliding-window or hybrid model, e.g. "
+            "examples/testbed-hybrid.yaml)"
+        )
     elif not prof.arg("enable_prefix_caching", False):
         notes.append("(3) retention: skipped: the profile does not enable prefix caching")
     else:
         alt = retention_alternative(prof.arg(RETENTION))
-        variants.append(VariantSpec(name=RETENTION_MODE, set={RETENTION: alt},
-                                    note=f"(3) cache-retention policy: {RETENTION} {prof.arg(RETENTION, 0)} -> {alt}"))
-    spec = ExperimentSpec(name=name, profile=str(profile), workload=workload, concurrency=concurrency,
-                          sessions=sessions, steps=steps, repeats=repeats, variants=variants)
+        variants.append(
+            VariantSpec(
+                name=RETENTION_MODE,
+                set={RETENTION: alt},
+                note=f"(3) cache-retention policy: {RETENTION} {prof.arg(RETENTION, 0)} -> {alt}",
+            )
+        )
+    spec = ExperimentSpec(
+        name=name,
+        profile=str(profile),
+        workload=workload,
+        concurrency=concurrency,
+        sessions=sessions,
+        steps=steps,
+        repeats=repeats,
+        variants=variants,
+    )
     return Preset(spec, tuple(notes))

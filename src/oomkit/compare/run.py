@@ -77,13 +77,20 @@ def _folder(spec: ExperimentSpec, plan: Plan, opts: CompareOptions) -> RunDir:
         if run.manifest().get("kind") != "compare":
             raise InputError(f"{run.path}: not a compare folder (kind {run.manifest().get('kind')!r})")
         if run.manifest().get("experiment", {}).get("name") != spec.name:
-            raise InputError(f"{run.path} belongs to experiment {run.manifest().get('experiment', {}).get('name')!r}, "
-                             f"not {spec.name!r}", hint="resume with the same experiment file")
+            raise InputError(
+                f"{run.path} belongs to experiment {run.manifest().get('experiment', {}).get('name')!r}, "
+                f"not {spec.name!r}",
+                hint="resume with the same experiment file",
+            )
         run.update(state="running", reason=None, error=None, ended_at=None)
         return run
     run = RunDir.create(opts.runs_dir, spec.name, kind="compare")
-    run.update(experiment=spec.model_dump(mode="json"), experiment_file=spec.source,
-               modes=[m.to_dict() for m in plan.modes], notes=list(plan.notes))
+    run.update(
+        experiment=spec.model_dump(mode="json"),
+        experiment_file=spec.source,
+        modes=[m.to_dict() for m in plan.modes],
+        notes=list(plan.notes),
+    )
     return run
 
 
@@ -105,12 +112,22 @@ def _pending(modes: tuple[Mode, ...], repeats: int, done: set[tuple[str, int]]) 
     return any((m.name, r) not in done for m in modes for r in range(1, repeats + 1))
 
 
-def _run_server(target: Target, server_run: RunDir, run: RunDir, spec: ExperimentSpec, modes: tuple[Mode, ...],
-                repeats: int, done: set[tuple[str, int]], opts: CompareOptions) -> list[Cell]:
+def _run_server(
+    target: Target,
+    server_run: RunDir,
+    run: RunDir,
+    spec: ExperimentSpec,
+    modes: tuple[Mode, ...],
+    repeats: int,
+    done: set[tuple[str, int]],
+    opts: CompareOptions,
+) -> list[Cell]:
     rs = _request_set(run, spec, target)
-    job = GroupJob(modes, repeats, spec.concurrency, spec.sessions, spec.steps, spec.reset, run.run_id[-4:],
-                   frozenset(done))
+    job = GroupJob(
+        modes, repeats, spec.concurrency, spec.sessions, spec.steps, spec.reset, run.run_id[-4:], frozenset(done)
+    )
     with run.jsonl("cells.jsonl", "one line per finished cell: mode, repeat, figures") as out:
+
         def on_cell(cell: Cell) -> None:
             out.append(redact_obj(cell.to_dict()))
             if cell.failure:
@@ -118,9 +135,13 @@ def _run_server(target: Target, server_run: RunDir, run: RunDir, spec: Experimen
                 _say(opts, f"cell {cell.label}: the server died: {why.get('kind')}: {why.get('reason')}")
                 return
             done.add((cell.mode, cell.repeat))
-            _say(opts, f"cell {cell.label}: {cell.requests} requests, {cell.errors} errors, "
-                       f"TTFT p95 {_ms(cell.ttft_ms_p95)}, preemptions {cell.preemptions}, "
-                       f"hit rate {cell.prefix_cache_hit_rate}")
+            _say(
+                opts,
+                f"cell {cell.label}: {cell.requests} requests, {cell.errors} errors, "
+                f"TTFT p95 {_ms(cell.ttft_ms_p95)}, preemptions {cell.preemptions}, "
+                f"hit rate {cell.prefix_cache_hit_rate}",
+            )
+
         return asyncio.run(run_group(target, server_run, rs, job, opts.client, opts.memory, on_cell))
 
 
@@ -143,15 +164,18 @@ class _Runner:
 
     def totals(self) -> dict[str, int]:
         """Server starts and restarts over every attempt at this comparison (resumes included)."""
-        return {"server_starts": int(self.before.get("server_starts") or 0) + self.launches,
-                "restarts": int(self.before.get("restarts") or 0) + self.restarts}
+        return {
+            "server_starts": int(self.before.get("server_starts") or 0) + self.launches,
+            "restarts": int(self.before.get("restarts") or 0) + self.restarts,
+        }
 
     def cells(self, target: Target, name: str, modes: tuple[Mode, ...]) -> Cell | None:
         """Run the group's pending cells; the cell during which the server died, if it did."""
         self.servers[name] = str(target.run_dir.path) if target.run_dir else None
         self.run.update(server_runs=self.servers)
-        cells = _run_server(target, target.run_dir or self.run, self.run, self.spec, modes, self.repeats, self.done,
-                            self.opts)
+        cells = _run_server(
+            target, target.run_dir or self.run, self.run, self.spec, modes, self.repeats, self.done, self.opts
+        )
         return next((c for c in cells if c.failure), None)
 
     def group(self, server_mode: Mode | None, modes: tuple[Mode, ...]) -> None:
@@ -178,9 +202,12 @@ class _Runner:
                 raise
             if died is None:
                 # A variant that does not start is a result (e.g. a max_model_len the pool cannot hold).
-                self.failures[name] = {"run_dir": str(err.result.run_dir), "phase": err.verdict.get("phase"),
-                                       "summary": err.verdict.get("summary"),
-                                       "evidence": err.verdict.get("evidence", [])[:3]}
+                self.failures[name] = {
+                    "run_dir": str(err.result.run_dir),
+                    "phase": err.verdict.get("phase"),
+                    "summary": err.verdict.get("summary"),
+                    "evidence": err.verdict.get("evidence", [])[:3],
+                }
                 self.run.update(launch_failures=self.failures)
                 _say(self.opts, f"the {name} server did not start: {err.one_line()}")
                 return
@@ -190,9 +217,14 @@ class _Runner:
         if cell is None or cell.failure is None:
             return
         why = cell.failure
-        self.deaths[name] = {"cell": cell.label, "server_run": cell.server_run, "kind": why.get("kind"),
-                             "phase": why.get("phase"), "reason": why.get("reason"),
-                             "evidence": (why.get("evidence") or [])[:3]}
+        self.deaths[name] = {
+            "cell": cell.label,
+            "server_run": cell.server_run,
+            "kind": why.get("kind"),
+            "phase": why.get("phase"),
+            "reason": why.get("reason"),
+            "evidence": (why.get("evidence") or [])[:3],
+        }
         self.run.update(server_deaths=self.deaths)
         text = f"the {name} server died during cell {cell.label}: {why.get('phase')}: {why.get('reason')}"
         if server_mode is None:
@@ -200,8 +232,9 @@ class _Runner:
         _say(self.opts, text)
 
 
-def compare(experiment: ExperimentSpec | str, opts: CompareOptions = CompareOptions(),
-            notes: tuple[str, ...] = ()) -> CompareResult:
+def compare(
+    experiment: ExperimentSpec | str, opts: CompareOptions = CompareOptions(), notes: tuple[str, ...] = ()
+) -> CompareResult:
     """Run every cell not yet recorded, then judge each variant against the baseline."""
     spec = experiment if isinstance(experiment, ExperimentSpec) else load_experiment(experiment)
     profile = load_profile(spec.path(spec.profile))  # type: ignore[arg-type]
@@ -209,8 +242,10 @@ def compare(experiment: ExperimentSpec | str, opts: CompareOptions = CompareOpti
     plan = replace(plan, notes=plan.notes + tuple(notes))
     if opts.url and plan.server_modes():
         names = ", ".join(m.name for m in plan.server_modes())
-        raise UsageError(f"--url runs client-side modes only; {names} change the server",
-                         hint="drop --url so oomkit launches each server from the profile")
+        raise UsageError(
+            f"--url runs client-side modes only; {names} change the server",
+            hint="drop --url so oomkit launches each server from the profile",
+        )
     run = _folder(spec, plan, opts)
     if opts.on_folder:
         opts.on_folder(run)
@@ -226,7 +261,9 @@ def compare(experiment: ExperimentSpec | str, opts: CompareOptions = CompareOpti
         run.finish("failed", reason=_reason(err), error=f"{type(err).__name__}: {err}", compare=runner.totals())
         raise
     data = _result(run, plan, runner, time.monotonic() - began)
-    write_json_atomic(run.file("compare.json", "the comparison: cells, per-metric verdicts, restarts"), redact_obj(data))
+    write_json_atomic(
+        run.file("compare.json", "the comparison: cells, per-metric verdicts, restarts"), redact_obj(data)
+    )
     run.finish("complete", compare={**runner.totals(), "request_set_id": data["request_set_id"]})
     return CompareResult(run.path, data)
 
@@ -247,15 +284,30 @@ def _result(run: RunDir, plan: Plan, runner: _Runner, duration_s: float) -> dict
     unjudged = {BASELINE, *failures, *runner.deaths}  # no cells to judge: it did not start, or its server died
     judged = [m.name for m in plan.modes if m.name not in unjudged]
     comparisons = {name: [v.to_dict() for v in compare_modes(cells, BASELINE, name)] for name in judged}
-    return {"schema": SCHEMA, "experiment": plan.spec.name, "experiment_file": plan.spec.source,
-            "request_set_id": manifest.get("request_set_id"), "repeats": repeats,
-            "baseline": {"profile": plan.spec.path(plan.spec.profile), "concurrency": plan.spec.concurrency,
-                         "sessions": plan.spec.sessions, "steps": plan.spec.steps},
-            "modes": [m.to_dict() for m in plan.modes], "cells": cells, "comparisons": comparisons,
-            "launch_failures": failures, "server_deaths": runner.deaths,
-            "failed_cells": [c for c in recorded if c.get("failure")], "server_runs": servers, **runner.totals(),
-            "reset_methods": sorted({c["reset"] for c in cells}), "notes": list(plan.notes),
-            "duration_s": round(duration_s, 2)}
+    return {
+        "schema": SCHEMA,
+        "experiment": plan.spec.name,
+        "experiment_file": plan.spec.source,
+        "request_set_id": manifest.get("request_set_id"),
+        "repeats": repeats,
+        "baseline": {
+            "profile": plan.spec.path(plan.spec.profile),
+            "concurrency": plan.spec.concurrency,
+            "sessions": plan.spec.sessions,
+            "steps": plan.spec.steps,
+        },
+        "modes": [m.to_dict() for m in plan.modes],
+        "cells": cells,
+        "comparisons": comparisons,
+        "launch_failures": failures,
+        "server_deaths": runner.deaths,
+        "failed_cells": [c for c in recorded if c.get("failure")],
+        "server_runs": servers,
+        **runner.totals(),
+        "reset_methods": sorted({c["reset"] for c in cells}),
+        "notes": list(plan.notes),
+        "duration_s": round(duration_s, 2),
+    }
 
 
 def _latest_cells(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:

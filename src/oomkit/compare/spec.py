@@ -37,7 +37,8 @@ class ExperimentSpec(BaseModel):
     steps: int | None = Field(None, ge=1, le=1000, description="agent steps per session (default: all)")
     repeats: int = Field(2, ge=1, le=20, description="cells per mode; verdicts compare the repeat ranges")
     reset: Literal["auto", "endpoint", "salt", "none"] = Field(
-        "auto", description="between cells: /reset_prefix_cache (endpoint), a per-cell cache_salt, or none")
+        "auto", description="between cells: /reset_prefix_cache (endpoint), a per-cell cache_salt, or none"
+    )
     variants: list[VariantSpec] = Field(default_factory=list)
     source: str | None = Field(None, exclude=True)
 
@@ -70,8 +71,14 @@ class Mode:
     notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "factor": self.factor, "value": self.value, "side": self.side,
-                "baseline_value": self.baseline_value, "notes": list(self.notes)}
+        return {
+            "name": self.name,
+            "factor": self.factor,
+            "value": self.value,
+            "side": self.side,
+            "baseline_value": self.baseline_value,
+            "notes": list(self.notes),
+        }
 
 
 @dataclass(frozen=True)
@@ -103,25 +110,34 @@ def resolve_variant(v: VariantSpec, baseline: dict[str, Any], origin: str) -> Mo
     names = {canonical(k): k for k in v.set}
     if len(v.set) != 1 or len(names) != 1:
         listed = " and ".join(f"`{k}`" for k in v.set) or "nothing"
-        raise InputError(f"{origin}: variant {v.name!r} changes {len(v.set)} factors ({listed}); a variant "
-                         "changes exactly one factor", hint="split it into one variant per factor")
-    (factor, written), = names.items()
+        raise InputError(
+            f"{origin}: variant {v.name!r} changes {len(v.set)} factors ({listed}); a variant "
+            "changes exactly one factor",
+            hint="split it into one variant per factor",
+        )
+    ((factor, written),) = names.items()
     if factor not in BY_NAME:
-        raise InputError(f"{origin}: variant {v.name!r}: unknown factor `{written}`",
-                         hint=f"one of {', '.join(sorted(BY_NAME))}")
+        raise InputError(
+            f"{origin}: variant {v.name!r}: unknown factor `{written}`", hint=f"one of {', '.join(sorted(BY_NAME))}"
+        )
     value = v.set[written]
     if factor == RETENTION and isinstance(value, str) and value.isdigit():
         value = int(value)
     if not _value_ok(factor, value):
-        raise InputError(f"{origin}: variant {v.name!r}: {factor} = {value!r} is not a valid value",
-                         hint=BY_NAME[factor].meaning)
+        raise InputError(
+            f"{origin}: variant {v.name!r}: {factor} = {value!r} is not a valid value", hint=BY_NAME[factor].meaning
+        )
     if factor == RETENTION and value is None:
         value = "None"
     if _same(baseline.get(factor), value):
-        raise InputError(f"{origin}: variant {v.name!r} sets {factor} to {value!r}, the baseline's own value: "
-                         "it changes nothing", hint="give another value, or remove the variant")
+        raise InputError(
+            f"{origin}: variant {v.name!r} sets {factor} to {value!r}, the baseline's own value: it changes nothing",
+            hint="give another value, or remove the variant",
+        )
     notes = (f"written as {written}: {RETENTION_ENV} is recognised as {RETENTION}",) if written == RETENTION_ENV else ()
-    return Mode(v.name, factor, value, BY_NAME[factor].side, baseline.get(factor), notes + ((v.note,) if v.note else ()))
+    return Mode(
+        v.name, factor, value, BY_NAME[factor].side, baseline.get(factor), notes + ((v.note,) if v.note else ())
+    )
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -143,8 +159,10 @@ def plan_experiment(spec: ExperimentSpec, profile_args: dict[str, Any]) -> Plan:
 
 def parse_experiment(data: Any, source: str = "<experiment>") -> ExperimentSpec:
     if not isinstance(data, dict):
-        raise InputError(f"{source}: an experiment is a YAML mapping with name, profile, concurrency, variants",
-                         hint="see examples/experiment-cache-vs-context.yaml")
+        raise InputError(
+            f"{source}: an experiment is a YAML mapping with name, profile, concurrency, variants",
+            hint="see examples/experiment-cache-vs-context.yaml",
+        )
     try:
         return ExperimentSpec.model_validate({**data, "source": source})
     except ValidationError as err:

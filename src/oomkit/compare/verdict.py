@@ -28,8 +28,14 @@ class Metric:
 METRICS: tuple[Metric, ...] = (
     Metric("peak_memory_bytes", LOWER, "bytes", 0.01, "peak memory", "server memory sampler (RSS or NVML)"),
     Metric("max_kv_usage", LOWER, "fraction", 0.02, "KV cache usage (max)", "vllm:kv_cache_usage_perc"),
-    Metric("prefix_cache_hit_rate", HIGHER, "fraction", 0.02, "prefix-cache hit rate",
-           "Δvllm:prefix_cache_hits / Δvllm:prefix_cache_queries over the cell"),
+    Metric(
+        "prefix_cache_hit_rate",
+        HIGHER,
+        "fraction",
+        0.02,
+        "prefix-cache hit rate",
+        "Δvllm:prefix_cache_hits / Δvllm:prefix_cache_queries over the cell",
+    ),
     Metric("ttft_ms_p95", LOWER, "ms", 0.05, "TTFT p95", "client: first streamed token"),
     Metric("latency_ms_p95", LOWER, "ms", 0.05, "response time p95", "client: last token of a request"),
     Metric("session_ms_p95", LOWER, "ms", 0.05, "agent loop time p95", "client: first request to last token"),
@@ -64,24 +70,52 @@ def _values(cells: list[dict[str, Any]], key: str) -> tuple[float, ...]:
 
 def judge(metric: Metric, base: tuple[float, ...], var: tuple[float, ...]) -> MetricVerdict:
     if not base or not var:
-        return MetricVerdict(metric.key, "unmeasured", base, var, None, None,
-                             "no value in " + ("the baseline" if not base else "the variant"))
+        return MetricVerdict(
+            metric.key,
+            "unmeasured",
+            base,
+            var,
+            None,
+            None,
+            "no value in " + ("the baseline" if not base else "the variant"),
+        )
     mb, mv = statistics.median(base), statistics.median(var)
     delta = mv - mb
     pct = (delta / mb * 100.0) if mb else None
     if set(base) == set(var) and len(set(base)) == 1:
         return MetricVerdict(metric.key, "same", base, var, 0.0, 0.0, "every repeat gave the same value")
     if min(var) <= max(base) and min(base) <= max(var):
-        return MetricVerdict(metric.key, "inconclusive", base, var, delta, pct,
-                             f"repeat ranges overlap: baseline {_range(base)}, variant {_range(var)}")
+        return MetricVerdict(
+            metric.key,
+            "inconclusive",
+            base,
+            var,
+            delta,
+            pct,
+            f"repeat ranges overlap: baseline {_range(base)}, variant {_range(var)}",
+        )
     scale = max(abs(mb), abs(mv))
     if scale and abs(delta) / scale < metric.min_effect:
-        return MetricVerdict(metric.key, "inconclusive", base, var, delta, pct,
-                             f"difference {abs(delta) / scale:.1%} is below the {metric.min_effect:.0%} minimum effect")
+        return MetricVerdict(
+            metric.key,
+            "inconclusive",
+            base,
+            var,
+            delta,
+            pct,
+            f"difference {abs(delta) / scale:.1%} is below the {metric.min_effect:.0%} minimum effect",
+        )
     good = (delta < 0) == (metric.better == LOWER)
     single = " (1 repeat each: spread not measured)" if len(base) < 2 or len(var) < 2 else ""
-    return MetricVerdict(metric.key, "better" if good else "worse", base, var, delta, pct,
-                         f"ranges apart: baseline {_range(base)}, variant {_range(var)}{single}")
+    return MetricVerdict(
+        metric.key,
+        "better" if good else "worse",
+        base,
+        var,
+        delta,
+        pct,
+        f"ranges apart: baseline {_range(base)}, variant {_range(var)}{single}",
+    )
 
 
 def _range(values: tuple[float, ...]) -> str:

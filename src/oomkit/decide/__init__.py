@@ -3,7 +3,7 @@ from evidence runs weighed against the production requirement in numbers. The ru
 table (`oomkit.decide.rules.RULES`); the checklist and the team criteria are evaluated item by item."""
 
 from oomkit.decide.checklist import Item
-from oomkit.decide.decide import Decision, DecideOptions, decide
+from oomkit.decide.decide import DecideOptions, Decision, decide
 from oomkit.decide.evidence import RunEvidence, load_all, read_evidence
 from oomkit.decide.requirements import Requirements, load_requirements, parse_requirements
 from oomkit.decide.rules import RULES, VERDICTS, Rule

@@ -21,35 +21,62 @@ class Item:
     evidence: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "title": self.title, "status": self.status, "detail": self.detail,
-                "evidence": list(self.evidence)}
+        return {
+            "key": self.key,
+            "title": self.title,
+            "status": self.status,
+            "detail": self.detail,
+            "evidence": list(self.evidence),
+        }
 
 
 def _phases(f: Facts) -> Item:
     marked = [r for r in f.launches if r.manifest.get("phases")]
     if not f.launches:
         return Item("phases", "phase marked in logs", MISSING, "no server log among the runs (imports only)")
-    unknown = [r for r in f.launches if (r.manifest.get("verdict") or {}).get("phase") == "unknown"
-               and not r.manifest.get("ready")]
+    unknown = [
+        r
+        for r in f.launches
+        if (r.manifest.get("verdict") or {}).get("phase") == "unknown" and not r.manifest.get("ready")
+    ]
     if unknown:
-        return Item("phases", "phase marked in logs", FAILED, "a failed start whose phase the log does not show",
-                    tuple(r.file("server.log") for r in unknown))
+        return Item(
+            "phases",
+            "phase marked in logs",
+            FAILED,
+            "a failed start whose phase the log does not show",
+            tuple(r.file("server.log") for r in unknown),
+        )
     last = marked[0].manifest["phases"][-1] if marked else {}
-    return Item("phases", "phase marked in logs", DONE if marked else MISSING,
-                f"{len(marked)} launch(es) with a phase timeline; last phase {last.get('phase')}",
-                tuple(f"{r.file('server.log')}:{r.manifest['phases'][-1].get('line')}" for r in marked[:3]))
+    return Item(
+        "phases",
+        "phase marked in logs",
+        DONE if marked else MISSING,
+        f"{len(marked)} launch(es) with a phase timeline; last phase {last.get('phase')}",
+        tuple(f"{r.file('server.log')}:{r.manifest['phases'][-1].get('line')}" for r in marked[:3]),
+    )
 
 
 def _initialised(f: Facts) -> Item:
     ready = f.ready_launches()
     if ready:
         r = ready[0]
-        return Item("initialised", "initialisation completed", DONE, f"ready after {r.manifest.get('ready_s')} s",
-                    (r.file("manifest.json"),))
+        return Item(
+            "initialised",
+            "initialisation completed",
+            DONE,
+            f"ready after {r.manifest.get('ready_s')} s",
+            (r.file("manifest.json"),),
+        )
     if f.launches:
         v = f.launches[0].manifest.get("verdict") or {}
-        return Item("initialised", "initialisation completed", FAILED, f"did not start: {v.get('phase')}: "
-                    f"{v.get('summary')}", (f.launches[0].file("server.log"),))
+        return Item(
+            "initialised",
+            "initialisation completed",
+            FAILED,
+            f"did not start: {v.get('phase')}: {v.get('summary')}",
+            (f.launches[0].file("server.log"),),
+        )
     return Item("initialised", "initialisation completed", MISSING, "no launch among the runs")
 
 
@@ -57,14 +84,28 @@ def _short_request(f: Facts) -> Item:
     step = f.step("short_request")
     run, _ = f.ladder()
     if step is not None:
-        why = "answered" if step["ok"] else f"did not answer well: {(step.get('failure') or {}).get('reason') or step['notes']}"
-        return Item("short_request", "short request answers", DONE if step["ok"] else FAILED,
-                    f"{why}; TTFT p50 {step.get('ttft_ms_p50')} ms", (run.file("ladder.json"),))  # type: ignore[union-attr]
+        why = (
+            "answered"
+            if step["ok"]
+            else f"did not answer well: {(step.get('failure') or {}).get('reason') or step['notes']}"
+        )
+        return Item(
+            "short_request",
+            "short request answers",
+            DONE if step["ok"] else FAILED,
+            f"{why}; TTFT p50 {step.get('ttft_ms_p50')} ms",
+            (run.file("ladder.json"),),
+        )  # type: ignore[union-attr]
     checks = [r for r in f.launches if r.manifest.get("check_request")]
     if checks:
         c = checks[0].manifest["check_request"]
-        return Item("short_request", "short request answers", DONE if c.get("ok") else FAILED,
-                    f"launch --check: {c.get('latency_ms')} ms, status {c.get('status')}", (checks[0].file("manifest.json"),))
+        return Item(
+            "short_request",
+            "short request answers",
+            DONE if c.get("ok") else FAILED,
+            f"launch --check: {c.get('latency_ms')} ms, status {c.get('status')}",
+            (checks[0].file("manifest.json"),),
+        )
     return Item("short_request", "short request answers", MISSING, "no short request sent (run oomkit ladder)")
 
 
@@ -74,13 +115,22 @@ def _saved(f: Facts) -> Item:
     m = f.launches[0].manifest
     snap = m.get("env_snapshot") or {}
     driver = (snap.get("driver") or {}).get("driver_version") or snap.get("gpu_note")
-    have = {"command": bool(m.get("command")), "vLLM version": bool(m.get("vllm_version") or (m.get("versions") or {}).get("vllm")),
-            "driver (or why none)": bool(driver), "environment snapshot": bool(snap) and "error" not in snap}
+    have = {
+        "command": bool(m.get("command")),
+        "vLLM version": bool(m.get("vllm_version") or (m.get("versions") or {}).get("vllm")),
+        "driver (or why none)": bool(driver),
+        "environment snapshot": bool(snap) and "error" not in snap,
+    }
     missing = [k for k, ok in have.items() if not ok]
-    return Item("saved", "image/vLLM/driver/command saved", MISSING if missing else DONE,
-                f"missing: {', '.join(missing)}" if missing else
-                f"vLLM {m.get('vllm_version')}, driver: {driver}, command of {len(m.get('command') or [])} args",
-                (f.launches[0].file("manifest.json"),))
+    return Item(
+        "saved",
+        "image/vLLM/driver/command saved",
+        MISSING if missing else DONE,
+        f"missing: {', '.join(missing)}"
+        if missing
+        else f"vLLM {m.get('vllm_version')}, driver: {driver}, command of {len(m.get('command') or [])} args",
+        (f.launches[0].file("manifest.json"),),
+    )
 
 
 def _cuda(f: Facts) -> Item:
@@ -90,8 +140,14 @@ def _cuda(f: Facts) -> Item:
         return Item("cuda", title, MISSING, "no environment snapshot (oomkit env)")
     sw, drv = snap.get("software") or {}, snap.get("driver") or {}
     if not snap.get("gpus"):
-        return Item("cuda", title, MISSING, f"no NVIDIA GPU in this environment ({sw.get('cuda_flavour')} build): "
-                    "check on the serving node with oomkit env --recipe", ())
+        return Item(
+            "cuda",
+            title,
+            MISSING,
+            f"no NVIDIA GPU in this environment ({sw.get('cuda_flavour')} build): "
+            "check on the serving node with oomkit env --recipe",
+            (),
+        )
     flavour, version = sw.get("cuda_flavour") or "", drv.get("driver_version") or ""
     major = int(version.split(".")[0]) if version.split(".")[0].isdigit() else None
     ok = flavour.startswith("cu13") and major is not None and major >= 580
@@ -102,10 +158,18 @@ def _same_set(f: Facts) -> Item:
     sent = [r for r in f.runs if r.request_set_id]
     cells = sum(len((r.compare or {}).get("cells", [])) for r in f.runs)
     if f.request_set_id and (len(sent) > 1 or cells > 1):
-        return Item("same_request_set", "same request set before and after", DONE,
-                    f"request set {f.request_set_id} in {len(sent)} run(s), {cells} compared cells")
-    return Item("same_request_set", "same request set before and after", MISSING,
-                "one measurement only: repeat with the same request-set.jsonl after a change (oomkit compare)")
+        return Item(
+            "same_request_set",
+            "same request set before and after",
+            DONE,
+            f"request set {f.request_set_id} in {len(sent)} run(s), {cells} compared cells",
+        )
+    return Item(
+        "same_request_set",
+        "same request set before and after",
+        MISSING,
+        "one measurement only: repeat with the same request-set.jsonl after a change (oomkit compare)",
+    )
 
 
 def _recorded(f: Facts) -> Item:
@@ -113,8 +177,12 @@ def _recorded(f: Facts) -> Item:
     has_mem = any(p.figures.get("peak_memory_bytes") for p in pts)
     has_lat = any(p.figures.get("ttft_ms_p95") is not None for p in pts)
     if pts and has_mem and has_lat:
-        return Item("recorded", "peak memory, latency and errors recorded", DONE,
-                    f"{len(pts)} measured load levels with peak memory, TTFT/e2e p95 and errors")
+        return Item(
+            "recorded",
+            "peak memory, latency and errors recorded",
+            DONE,
+            f"{len(pts)} measured load levels with peak memory, TTFT/e2e p95 and errors",
+        )
     missing = [n for n, ok in (("load levels", bool(pts)), ("peak memory", has_mem), ("latency", has_lat)) if not ok]
     return Item("recorded", "peak memory, latency and errors recorded", MISSING, f"missing: {', '.join(missing)}")
 
@@ -131,8 +199,12 @@ def hit_rate_compared(f: Facts) -> bool:
 def _prefix(f: Facts) -> Item:
     title = "prefix caching not disabled without comparison"
     if prefix_caching_disabled(f) and not hit_rate_compared(f):
-        return Item("prefix_caching", title, FAILED, "the server ran with prefix caching off and no hit-rate "
-                    "comparison shows that it costs nothing")
+        return Item(
+            "prefix_caching",
+            title,
+            FAILED,
+            "the server ran with prefix caching off and no hit-rate comparison shows that it costs nothing",
+        )
     if hit_rate_compared(f):
         return Item("prefix_caching", title, DONE, "hit rate measured per mode in the comparison")
     return Item("prefix_caching", title, DONE, "prefix caching was not disabled")
@@ -141,42 +213,76 @@ def _prefix(f: Facts) -> Item:
 def _network(f: Facts) -> Item:
     title = "network and all-to-all backend checked"
     if f.recipe_check:
-        rows = [r for r in f.recipe_check.get("rows", []) if any(w in r["requirement"].lower()
-                                                                for w in ("interconnect", "all-to-all", "nvlink", "rdma"))]
+        rows = [
+            r
+            for r in f.recipe_check.get("rows", [])
+            if any(w in r["requirement"].lower() for w in ("interconnect", "all-to-all", "nvlink", "rdma"))
+        ]
         bad = [r for r in rows if r["status"] != "pass"]
         if rows:
-            return Item("network", title, FAILED if bad else DONE, "; ".join(f"{r['requirement']}: {r['status']}" for r in rows))
+            return Item(
+                "network", title, FAILED if bad else DONE, "; ".join(f"{r['requirement']}: {r['status']}" for r in rows)
+            )
     args = f.profile_args()
-    if int(args.get("pipeline_parallel_size") or 1) == 1 and not args.get("enable_expert_parallel") \
-            and int(args.get("data_parallel_size") or 1) == 1 and int(args.get("tensor_parallel_size") or 1) == 1:
+    if (
+        int(args.get("pipeline_parallel_size") or 1) == 1
+        and not args.get("enable_expert_parallel")
+        and int(args.get("data_parallel_size") or 1) == 1
+        and int(args.get("tensor_parallel_size") or 1) == 1
+    ):
         return Item("network", title, DONE, "not applicable: one device, no expert parallelism, no all-to-all")
-    return Item("network", title, MISSING, "multi-GPU layout: run oomkit env --recipe for the interconnect and "
-                "all-to-all rows")
+    return Item(
+        "network", title, MISSING, "multi-GPU layout: run oomkit env --recipe for the interconnect and all-to-all rows"
+    )
 
 
 def _described(f: Facts) -> Item:
     r = f.req
-    return Item("load_described", "target production load described in numbers", DONE,
-                f"{r.concurrent_dialogs} dialogs x {r.agent_steps_per_dialog} steps, input {r.input_tokens.typical}/"
-                f"{r.input_tokens.max} tokens, output {r.output_tokens.typical}/{r.output_tokens.max}",
-                (r.source or "",))
+    return Item(
+        "load_described",
+        "target production load described in numbers",
+        DONE,
+        f"{r.concurrent_dialogs} dialogs x {r.agent_steps_per_dialog} steps, input {r.input_tokens.typical}/"
+        f"{r.input_tokens.max} tokens, output {r.output_tokens.typical}/{r.output_tokens.max}",
+        (r.source or "",),
+    )
 
 
 def _condition(f: Facts) -> Item:
     r = f.req
-    return Item("expansion_condition", "the condition for moving from tuning to expansion stated", DONE,
-                f"expand when the measured capacity is below {r.target_with_reserve():g} concurrent dialogs "
-                f"({r.concurrent_dialogs} + {r.peak_reserve_pct:g}% peak reserve) or a target request does not fit",
-                (r.source or "",))
+    return Item(
+        "expansion_condition",
+        "the condition for moving from tuning to expansion stated",
+        DONE,
+        f"expand when the measured capacity is below {r.target_with_reserve():g} concurrent dialogs "
+        f"({r.concurrent_dialogs} + {r.peak_reserve_pct:g}% peak reserve) or a target request does not fit",
+        (r.source or "",),
+    )
 
 
-CHECKS: tuple[Callable[[Facts], Item], ...] = (_phases, _initialised, _short_request, _saved, _cuda, _same_set,
-                                               _recorded, _prefix, _network, _described, _condition)
+CHECKS: tuple[Callable[[Facts], Item], ...] = (
+    _phases,
+    _initialised,
+    _short_request,
+    _saved,
+    _cuda,
+    _same_set,
+    _recorded,
+    _prefix,
+    _network,
+    _described,
+    _condition,
+)
 
 
 def retest_item(path: str | None, ok: bool, why: str) -> Item:
-    return Item("retest", "the retest procedure after a vLLM update saved", DONE if ok else MISSING, why,
-                (path,) if path else ())
+    return Item(
+        "retest",
+        "the retest procedure after a vLLM update saved",
+        DONE if ok else MISSING,
+        why,
+        (path,) if path else (),
+    )
 
 
 def checklist(f: Facts) -> list[Item]:

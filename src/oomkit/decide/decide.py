@@ -52,14 +52,26 @@ class Decision:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "oomkit_version": __version__, "verdict": self.verdict, "rule": self.rule,
-                "summary": self.summary, "numbers": self.numbers, "evidence": list(self.evidence),
-                "recommendations": list(self.recommendations), "team": self.team,
-                "criteria": [i.to_dict() for i in self.criteria],
-                "checklist": {i.key: i.status for i in self.checklist},
-                "checklist_items": [i.to_dict() for i in self.checklist], "inputs": list(self.inputs),
-                "request_set_id": self.request_set_id, "requirements": self.requirements,
-                "untested": list(self.untested), "run_dir": str(self.run_dir) if self.run_dir else None, **self.extra}
+        return {
+            "schema": SCHEMA,
+            "oomkit_version": __version__,
+            "verdict": self.verdict,
+            "rule": self.rule,
+            "summary": self.summary,
+            "numbers": self.numbers,
+            "evidence": list(self.evidence),
+            "recommendations": list(self.recommendations),
+            "team": self.team,
+            "criteria": [i.to_dict() for i in self.criteria],
+            "checklist": {i.key: i.status for i in self.checklist},
+            "checklist_items": [i.to_dict() for i in self.checklist],
+            "inputs": list(self.inputs),
+            "request_set_id": self.request_set_id,
+            "requirements": self.requirements,
+            "untested": list(self.untested),
+            "run_dir": str(self.run_dir) if self.run_dir else None,
+            **self.extra,
+        }
 
 
 def _recipe_check(facts: Facts, recipe: str | None) -> dict[str, Any] | None:
@@ -78,8 +90,10 @@ def untested(facts: Facts) -> list[str]:
     out = list((facts.poc() or {}).get("untested", []))
     for r in facts.compares:
         out += [n for n in r.compare.get("notes", []) if "skipped" in n]  # type: ignore[union-attr]
-        out += [f"mode {name}: the server did not start ({v.get('phase')})"
-                for name, v in r.compare.get("launch_failures", {}).items()]  # type: ignore[union-attr]
+        out += [
+            f"mode {name}: the server did not start ({v.get('phase')})"
+            for name, v in r.compare.get("launch_failures", {}).items()
+        ]  # type: ignore[union-attr]
     for r in facts.imports:
         out += [f"{r.path}: {n}" for n in r.imported.notes]  # type: ignore[union-attr]
     cap = facts.capacity()
@@ -94,20 +108,40 @@ def untested(facts: Facts) -> list[str]:
 def _retest(facts: Facts, req: Requirements, team: str) -> tuple[str, bool, str]:
     profile = next((r.manifest.get("profile_file") for r in facts.launches if r.manifest.get("profile_file")), None)
     sets = [Path(r.path) / "request-set.jsonl" for r in facts.runs if (Path(r.path) / "request-set.jsonl").is_file()]
-    lines = ["# Retest after a vLLM update", "",
-             "Measure again with the same request set and requirements, then compare the verdicts.", ""]
+    lines = [
+        "# Retest after a vLLM update",
+        "",
+        "Measure again with the same request set and requirements, then compare the verdicts.",
+        "",
+    ]
     ok = bool(profile and is_file(profile) and sets)
     if ok:
-        cmd = ["oomkit", "investigate", str(profile), "--requirements", str(req.source), "--workload", str(sets[0]),
-               "--team", team]
-        lines += ["```bash", "oomkit env --json > env-after-update.json   # the new stack, for the record",
-                  " ".join(shlex.quote(c) for c in cmd), "```", ""]
+        cmd = [
+            "oomkit",
+            "investigate",
+            str(profile),
+            "--requirements",
+            str(req.source),
+            "--workload",
+            str(sets[0]),
+            "--team",
+            team,
+        ]
+        lines += [
+            "```bash",
+            "oomkit env --json > env-after-update.json   # the new stack, for the record",
+            " ".join(shlex.quote(c) for c in cmd),
+            "```",
+            "",
+        ]
         why = f"{profile} with {sets[0]}"
     else:
         why = "the profile file or the request set of these runs is not on disk: the retest cannot be replayed"
         lines += [f"Not replayable: {why}."]
-    lines += ["Compare: verdict, rule, capacity_concurrency and headroom_pct in decision.json; peak memory, "
-              "TTFT p95 and errors per cell. A change of more than the repeat spread is a regression."]
+    lines += [
+        "Compare: verdict, rule, capacity_concurrency and headroom_pct in decision.json; peak memory, "
+        "TTFT p95 and errors per cell. A change of more than the repeat spread is a regression."
+    ]
     return "\n".join(lines) + "\n", ok, why
 
 
@@ -129,16 +163,32 @@ def decide(refs: list[str], requirements: Requirements | str, opts: DecideOption
             write_text_atomic(retest_path, text)
         items = checklist(facts) + [retest_item(str(retest_path) if retest_path else None, ok and run is not None, why)]
         decision = Decision(
-            fired.verdict, {"id": rule.id, "text": rule.text, "source": rule.source}, fired.summary, fired.numbers,
-            fired.evidence, fired.recommendations, {"name": team.name, "asks": team.asks, "source": team.source},
-            tuple(crit), tuple(items), tuple(r.to_dict() for r in _inputs(runs)), set_id, req.to_dict(),
-            tuple(untested(facts)), run.path if run else None,
-            {"capacity": facts.capacity().to_dict(), "recipe_check": facts.recipe_check})
+            fired.verdict,
+            {"id": rule.id, "text": rule.text, "source": rule.source},
+            fired.summary,
+            fired.numbers,
+            fired.evidence,
+            fired.recommendations,
+            {"name": team.name, "asks": team.asks, "source": team.source},
+            tuple(crit),
+            tuple(items),
+            tuple(r.to_dict() for r in _inputs(runs)),
+            set_id,
+            req.to_dict(),
+            tuple(untested(facts)),
+            run.path if run else None,
+            {"capacity": facts.capacity().to_dict(), "recipe_check": facts.recipe_check},
+        )
         if run:
-            write_json_atomic(run.file("decision.json", "the verdict, rule, numbers, evidence, checklist"),
-                              redact_obj(decision.to_dict()))
-            run.finish("complete", decision={"verdict": decision.verdict, "rule": rule.id, "team": team.name},
-                       inputs=[r.path for r in runs])
+            write_json_atomic(
+                run.file("decision.json", "the verdict, rule, numbers, evidence, checklist"),
+                redact_obj(decision.to_dict()),
+            )
+            run.finish(
+                "complete",
+                decision={"verdict": decision.verdict, "rule": rule.id, "team": team.name},
+                inputs=[r.path for r in runs],
+            )
         return decision
 
 

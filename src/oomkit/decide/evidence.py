@@ -27,8 +27,6 @@ REQUIRED = {
 }
 
 
-
-
 @contextmanager
 def written_by_oomkit(refs: list[str]) -> Iterator[None]:
     """Run-folder files are oomkit's own, but one edited by hand, cut short or written by another
@@ -36,9 +34,11 @@ def written_by_oomkit(refs: list[str]) -> Iterator[None]:
     try:
         yield
     except WRONG_SHAPE as err:
-        raise InputError(f"{', '.join(refs)}: a file of the run folder has a field of an unexpected shape "
-                         f"({type(err).__name__}: {str(err)[:160]})",
-                         hint="was a file in it edited or cut short? rerun that stage, or leave the run out") from None
+        raise InputError(
+            f"{', '.join(refs)}: a file of the run folder has a field of an unexpected shape "
+            f"({type(err).__name__}: {str(err)[:160]})",
+            hint="was a file in it edited or cut short? rerun that stage, or leave the run out",
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class RunEvidence:
     bench: dict[str, Any] | None = None
     compare: dict[str, Any] | None = None
     imported: ImportedRun | None = None
-    servers: tuple["RunEvidence", ...] = ()
+    servers: tuple[RunEvidence, ...] = ()
     """The launch folders a compare folder's servers ran in."""
 
     @property
@@ -69,9 +69,14 @@ class RunEvidence:
         return str(Path(self.path) / name)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "kind": self.kind, "request_set_id": self.request_set_id,
-                "run_id": self.manifest.get("run_id"), "state": self.manifest.get("state"),
-                "servers": [s.path for s in self.servers]}
+        return {
+            "path": self.path,
+            "kind": self.kind,
+            "request_set_id": self.request_set_id,
+            "run_id": self.manifest.get("run_id"),
+            "state": self.manifest.get("state"),
+            "servers": [s.path for s in self.servers],
+        }
 
 
 def _json(path: Path) -> dict[str, Any]:
@@ -87,16 +92,21 @@ def _json(path: Path) -> dict[str, Any]:
 def _need(data: dict[str, Any], what: str, where: Path, version: Any) -> None:
     missing = [k for k in REQUIRED[what] if k not in data]
     if missing:
-        raise InputError(f"{where}: written by oomkit {version or 'of another version'}: {what} lacks "
-                         f"{', '.join(missing)}", hint="rerun that stage with this oomkit, or leave the run out")
+        raise InputError(
+            f"{where}: written by oomkit {version or 'of another version'}: {what} lacks {', '.join(missing)}",
+            hint="rerun that stage with this oomkit, or leave the run out",
+        )
 
 
 def read_folder(path: Path) -> RunEvidence:
     manifest = _json(path / MANIFEST)
     version = manifest.get("oomkit_version")
     if manifest.get("schema") != SCHEMA:
-        raise InputError(f"{path}: run folder schema {manifest.get('schema')!r} (oomkit {version or '?'}); this "
-                         f"oomkit reads {SCHEMA}", hint="rerun it with this oomkit")
+        raise InputError(
+            f"{path}: run folder schema {manifest.get('schema')!r} (oomkit {version or '?'}); this "
+            f"oomkit reads {SCHEMA}",
+            hint="rerun it with this oomkit",
+        )
     _need(manifest, "manifest", path / MANIFEST, version)
     if manifest["state"] == "running":
         raise InputError(f"{path}: still running (state running)", hint="wait until it ends, or stop it")
@@ -112,11 +122,22 @@ def read_folder(path: Path) -> RunEvidence:
     if comp is not None and comp["schema"] != COMPARE_SCHEMA:
         raise InputError(f"{path}/compare.json: schema {comp['schema']!r}; this oomkit reads {COMPARE_SCHEMA}")
     if manifest["kind"] == "compare" and comp is None:
-        raise InputError(f"{path}: a compare folder without compare.json (the experiment did not finish)",
-                         hint=f"resume it: oomkit compare EXPERIMENT --resume {path}")
-    servers = tuple(read_folder(Path(p)) for p in sorted(set((comp or {}).get("server_runs", {}).values()))
-                    if p and is_dir(p))
-    kind = "compare" if comp else "ladder" if found["ladder.json"] else "bench" if found["bench.json"] else manifest["kind"]
+        raise InputError(
+            f"{path}: a compare folder without compare.json (the experiment did not finish)",
+            hint=f"resume it: oomkit compare EXPERIMENT --resume {path}",
+        )
+    servers = tuple(
+        read_folder(Path(p)) for p in sorted(set((comp or {}).get("server_runs", {}).values())) if p and is_dir(p)
+    )
+    kind = (
+        "compare"
+        if comp
+        else "ladder"
+        if found["ladder.json"]
+        else "bench"
+        if found["bench.json"]
+        else manifest["kind"]
+    )
     return RunEvidence(str(path), kind, manifest, found["ladder.json"], found["bench.json"], comp, None, servers)
 
 
@@ -142,10 +163,12 @@ def same_request_set(runs: list[RunEvidence]) -> str | None:
             ids.setdefault(r.request_set_id, []).append(r.path)
     if len(ids) > 1:
         listed = "; ".join(f"{i} in {', '.join(paths)}" for i, paths in ids.items())
-        raise InputError(f"the runs used different request sets ({listed}): a decision across them would compare "
-                         "different traffic and be meaningless",
-                         hint="rerun with the same request-set.jsonl (--workload <run>/request-set.jsonl), "
-                              "or decide on each set separately")
+        raise InputError(
+            f"the runs used different request sets ({listed}): a decision across them would compare "
+            "different traffic and be meaningless",
+            hint="rerun with the same request-set.jsonl (--workload <run>/request-set.jsonl), "
+            "or decide on each set separately",
+        )
     return next(iter(ids), None)
 
 

@@ -24,8 +24,13 @@ class Point:
     figures: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"concurrency": self.concurrency, "ok": self.ok, "why": self.why, "source": self.source,
-                "figures": self.figures}
+        return {
+            "concurrency": self.concurrency,
+            "ok": self.ok,
+            "why": self.why,
+            "source": self.source,
+            "figures": self.figures,
+        }
 
 
 @dataclass(frozen=True)
@@ -37,13 +42,22 @@ class Capacity:
     points: tuple[Point, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"last_good": self.last_good, "first_bad": self.first_bad, "max_tested": self.max_tested,
-                "points": [p.to_dict() for p in self.points]}
+        return {
+            "last_good": self.last_good,
+            "first_bad": self.first_bad,
+            "max_tested": self.max_tested,
+            "points": [p.to_dict() for p in self.points],
+        }
 
 
 class Facts:
-    def __init__(self, runs: list[RunEvidence], req: Requirements | None, request_set_id: str | None,
-                 recipe_check: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        runs: list[RunEvidence],
+        req: Requirements | None,
+        request_set_id: str | None,
+        recipe_check: dict[str, Any] | None = None,
+    ):
         self.runs, self.req, self.request_set_id, self.recipe_check = runs, req, request_set_id, recipe_check
         self.launches = [r for r in self._all() if r.launched]
         self.ladders = [r for r in runs if r.ladder]
@@ -123,8 +137,16 @@ class Facts:
             return f"e2e p95 {latency_p95:.0f} ms > SLO {slo.e2e_p95_ms:g} ms"
         return None
 
-    def _judge(self, c: float, errors: float, preempt: float | None, ttft: float | None, lat: float | None,
-               source: str, figures: dict[str, Any]) -> Point:
+    def _judge(
+        self,
+        c: float,
+        errors: float,
+        preempt: float | None,
+        ttft: float | None,
+        lat: float | None,
+        source: str,
+        figures: dict[str, Any],
+    ) -> Point:
         if errors:
             return Point(c, False, f"{errors:g} errors", source, figures)
         if preempt:
@@ -140,23 +162,48 @@ class Facts:
                 continue
             for rung in s["detail"].get("rungs", []):
                 d = rung["detail"]
-                out.append(self._judge(rung["concurrency"], d.get("errors") or 0, d.get("preemptions"),
-                                       d.get("ttft_ms_p95"), d.get("latency_ms_p95"),
-                                       f"{run.file('ladder.json')}: concurrency rung c={rung['concurrency']}", d))
+                out.append(
+                    self._judge(
+                        rung["concurrency"],
+                        d.get("errors") or 0,
+                        d.get("preemptions"),
+                        d.get("ttft_ms_p95"),
+                        d.get("latency_ms_p95"),
+                        f"{run.file('ladder.json')}: concurrency rung c={rung['concurrency']}",
+                        d,
+                    )
+                )
         crun, comp = self.compare()
         # The baseline server's cells that differ only in concurrency measure capacity.
         modes = [m["name"] for m in (comp or {}).get("modes", []) if m.get("factor") in (None, "concurrency")]
         for mode in modes:
             for cell in self.mode_cells(mode):
-                out.append(self._judge(cell["concurrency"], cell["errors"], cell.get("preemptions"),
-                                       cell.get("ttft_ms_p95"), cell.get("latency_ms_p95"),
-                                       f"{crun.file('compare.json')}: cell {cell['label']}", _cell_figures(cell)))
+                out.append(
+                    self._judge(
+                        cell["concurrency"],
+                        cell["errors"],
+                        cell.get("preemptions"),
+                        cell.get("ttft_ms_p95"),
+                        cell.get("latency_ms_p95"),
+                        f"{crun.file('compare.json')}: cell {cell['label']}",
+                        _cell_figures(cell),
+                    )
+                )
         for r in self.imports:
             for p in r.imported.points:  # type: ignore[union-attr]
                 if p.concurrency is None:
                     continue
-                out.append(self._judge(p.concurrency, p.errors, None, p.ttft_ms_p95 or p.ttft_ms_p99,
-                                       p.latency_ms_p95 or p.latency_ms_p99, f"{r.path}: {p.label}", p.to_dict()))
+                out.append(
+                    self._judge(
+                        p.concurrency,
+                        p.errors,
+                        None,
+                        p.ttft_ms_p95 or p.ttft_ms_p99,
+                        p.latency_ms_p95 or p.latency_ms_p99,
+                        f"{r.path}: {p.label}",
+                        p.to_dict(),
+                    )
+                )
         return out
 
     def capacity(self) -> Capacity:
@@ -170,6 +217,17 @@ class Facts:
 
 
 def _cell_figures(cell: dict[str, Any]) -> dict[str, Any]:
-    keys = ("concurrency", "requests", "errors", "preemptions", "ttft_ms_p95", "latency_ms_p95", "session_ms_p95",
-            "peak_memory_bytes", "max_kv_usage", "prefix_cache_hit_rate", "agent_success_share")
+    keys = (
+        "concurrency",
+        "requests",
+        "errors",
+        "preemptions",
+        "ttft_ms_p95",
+        "latency_ms_p95",
+        "session_ms_p95",
+        "peak_memory_bytes",
+        "max_kv_usage",
+        "prefix_cache_hit_rate",
+        "agent_success_share",
+    )
     return {k: cell.get(k) for k in keys}

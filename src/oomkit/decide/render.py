@@ -8,15 +8,20 @@ MARK = {"done": "[x]", "missing": "[ ]", "failed": "[!]"}
 
 
 def render(d: dict[str, Any]) -> str:
-    lines = [f"verdict:   {d['verdict']}  (team profile: {d['team']['name']})",
-             f"rule:      {d['rule']['id']}: {d['rule']['text']}", f"why:       {d['summary']}"]
+    lines = [
+        f"verdict:   {d['verdict']}  (team profile: {d['team']['name']})",
+        f"rule:      {d['rule']['id']}: {d['rule']['text']}",
+        f"why:       {d['summary']}",
+    ]
     if d["numbers"]:
-        lines.append("numbers:   " + ", ".join(f"{k}={v}" for k, v in d["numbers"].items()
-                                               if not isinstance(v, (dict, list))))
+        lines.append(
+            "numbers:   " + ", ".join(f"{k}={v}" for k, v in d["numbers"].items() if not isinstance(v, (dict, list)))
+        )
     lines += ["next:"] + [f"  - {r}" for r in d["recommendations"]]
     lines += ["evidence:"] + [f"  - {_evidence(e)}" for e in d["evidence"][:6]]
-    lines += [f"criteria ({d['team']['name']}):"] + [f"  {MARK[i['status']]} {i['title']}: {i['detail']}"
-                                                      for i in d["criteria"]]
+    lines += [f"criteria ({d['team']['name']}):"] + [
+        f"  {MARK[i['status']]} {i['title']}: {i['detail']}" for i in d["criteria"]
+    ]
     lines += ["checklist:"] + [f"  {MARK[i['status']]} {i['title']}: {i['detail']}" for i in d["checklist_items"]]
     if d["untested"]:
         lines += ["untested:"] + [f"  - {u}" for u in d["untested"][:8]]

@@ -28,7 +28,7 @@ class TokenRange(_Strict):
     max: int = Field(ge=1, le=10_000_000, description="tokens of the largest request that must be served")
 
     @model_validator(mode="after")
-    def _order(self) -> "TokenRange":
+    def _order(self) -> TokenRange:
         if self.typical > self.max:
             raise ValueError(f"typical ({self.typical}) is larger than max ({self.max})")
         return self
@@ -112,8 +112,12 @@ def _at(data: Any, loc: tuple[Any, ...]) -> Any:
 
 
 def _nearest(loc: tuple[Any, ...]) -> str:
-    models: dict[str, type[BaseModel]] = {"input_tokens": TokenRange, "output_tokens": TokenRange, "slo": Slo,
-                                          "deployment": Deployment}
+    models: dict[str, type[BaseModel]] = {
+        "input_tokens": TokenRange,
+        "output_tokens": TokenRange,
+        "slo": Slo,
+        "deployment": Deployment,
+    }
     model = models.get(str(loc[0]), Requirements) if len(loc) > 1 else Requirements
     found = difflib.get_close_matches(str(loc[-1]), [n for n in model.model_fields if n != "source"], n=1, cutoff=0.5)
     return f" (did you mean `{found[0]}`?)" if found else ""
@@ -142,7 +146,9 @@ def parse_requirements(data: Any, source: str = "<requirements>") -> Requirement
         missing = [".".join(map(str, e["loc"])) for e in errors if e["type"] == "missing"]
         text = "; ".join(_describe(e, data) for e in errors if e["type"] != "missing")[:600]
         parts = ([f"missing fields: {', '.join(missing)}"] if missing else []) + ([text] if text else [])
-        raise InputError(f"{source}: {'; '.join(parts)}", hint="see docs/decide.md for every field and its unit") from None
+        raise InputError(
+            f"{source}: {'; '.join(parts)}", hint="see docs/decide.md for every field and its unit"
+        ) from None
 
 
 def load_requirements(path: str | os.PathLike[str]) -> Requirements:

@@ -16,8 +16,12 @@ from oomkit.decide.topology import engines_needed, gpus_used, topology_or_expand
 VERDICTS = ("fix_environment", "tune", "change_topology", "expand", "inconclusive")
 SERVING_OOM = ("serving_prefill", "serving_decode", "cache_pressure")
 # Modes whose win changes the business scenario: a temporary degradation, not a fix.
-DEGRADING = {"history_turns": "the agent sees less history", "output_tokens": "answers are cut shorter",
-             "concurrency": "fewer dialogs are served", "max_model_len": "long dialogs are refused"}
+DEGRADING = {
+    "history_turns": "the agent sees less history",
+    "output_tokens": "answers are cut shorter",
+    "concurrency": "fewer dialogs are served",
+    "max_model_len": "long dialogs are refused",
+}
 
 
 @dataclass(frozen=True)
@@ -36,8 +40,10 @@ class Ctx:
 
 
 def _lines(run_path: str, verdict: dict[str, Any]) -> tuple[dict[str, Any], ...]:
-    return tuple({"run": run_path, "file": e.get("file"), "line": e.get("line"), "text": e.get("text")}
-                 for e in (verdict.get("evidence") or [])[:4])
+    return tuple(
+        {"run": run_path, "file": e.get("file"), "line": e.get("line"), "text": e.get("text")}
+        for e in (verdict.get("evidence") or [])[:4]
+    )
 
 
 def environment(f: Facts, ctx: Ctx) -> Fired | None:
@@ -48,9 +54,13 @@ def environment(f: Facts, ctx: Ctx) -> Fired | None:
     ev = tuple(e for r, v in failed for e in _lines(r.path, v))
     ev += tuple({"recipe_row": r["requirement"], "found": r["found"], "why": r["why"]} for r in rows[:4])
     what = failed[0][1].get("summary") if failed else f"{len(rows)} recipe row(s) fail: {rows[0]['requirement']}"
-    return Fired("fix_environment", f"the environment does not match: {what}",
-                 {"failed_starts": len(failed), "recipe_rows_failed": len(rows)}, ev,
-                 ("fix the image, driver, command or variables first; capacity is not judged on a broken environment",))
+    return Fired(
+        "fix_environment",
+        f"the environment does not match: {what}",
+        {"failed_starts": len(failed), "recipe_rows_failed": len(rows)},
+        ev,
+        ("fix the image, driver, command or variables first; capacity is not judged on a broken environment",),
+    )
 
 
 def _failed_steps(f: Facts) -> list[tuple[Any, dict[str, Any], dict[str, Any]]]:
@@ -62,11 +72,16 @@ def setup_rejects(f: Facts, ctx: Ctx) -> Fired | None:
     for run, s, fail in _failed_steps(f):
         if fail.get("kind") == "bad_request":
             text = next((e.get("text") for e in fail.get("evidence", []) if e.get("text")), fail.get("reason"))
-            return Fired("fix_environment", f"the server's launch command rejects what the workload sends "
-                         f"(ladder step {s['name']}): {text}", {"step": s["name"], "error_kind": "bad_request"},
-                         ({"run": run.path, "file": run.file("requests.jsonl"), "text": text},),
-                         ("add the missing server flag to the profile (e.g. --enable-auto-tool-choice "
-                          "--tool-call-parser for tool calls), then measure again",))
+            return Fired(
+                "fix_environment",
+                f"the server's launch command rejects what the workload sends (ladder step {s['name']}): {text}",
+                {"step": s["name"], "error_kind": "bad_request"},
+                ({"run": run.path, "file": run.file("requests.jsonl"), "text": text},),
+                (
+                    "add the missing server flag to the profile (e.g. --enable-auto-tool-choice "
+                    "--tool-call-parser for tool calls), then measure again",
+                ),
+            )
     return None
 
 
@@ -75,13 +90,24 @@ def not_memory(f: Facts, ctx: Ctx) -> Fired | None:
     for run, s, fail in _failed_steps(f):
         if fail.get("phase") == "not_oom_other" and fail.get("kind") != "context_length":
             ev = tuple({"run": run.path, **e} for e in fail.get("evidence", [])[:4])
-            return Fired("fix_environment", f"ladder step {s['name']} failed, and not for memory: {fail.get('reason')}",
-                         {"step": s["name"], "error_kind": fail.get("kind"), "phase": "not_oom_other"}, ev,
-                         ("this is a software or request problem (vLLM build, parser, sampling options): fix it or "
-                          "work around it, then measure capacity again",))
+            return Fired(
+                "fix_environment",
+                f"ladder step {s['name']} failed, and not for memory: {fail.get('reason')}",
+                {"step": s["name"], "error_kind": fail.get("kind"), "phase": "not_oom_other"},
+                ev,
+                (
+                    "this is a software or request problem (vLLM build, parser, sampling options): fix it or "
+                    "work around it, then measure capacity again",
+                ),
+            )
     for r, v in f.failed_launches(("not_oom_other",)):
-        return Fired("fix_environment", f"the server did not start, and not for memory: {v.get('summary')}",
-                     {"phase": "not_oom_other"}, _lines(r.path, v), ("fix the start command or the image first",))
+        return Fired(
+            "fix_environment",
+            f"the server did not start, and not for memory: {v.get('summary')}",
+            {"phase": "not_oom_other"},
+            _lines(r.path, v),
+            ("fix the start command or the image first",),
+        )
     return None
 
 
@@ -92,10 +118,14 @@ def load_phase(f: Facts, ctx: Ctx) -> Fired | None:
     run, v = failed[0]
     verdict, numbers, recs = topology_or_expand(f)
     figures = run.manifest.get("figures") or {}
-    return Fired(verdict, f"out of memory while {v.get('phase').replace('_', ' ')} on a verified environment: "
-                 f"the model does not fit this layout ({v.get('summary')})",
-                 {"phase": v.get("phase"), "model_weights_gib": figures.get("model_weights_gib"), **numbers},
-                 _lines(run.path, v), tuple(recs) + ("do not lower max_num_seqs: it does not change load-phase memory",))
+    return Fired(
+        verdict,
+        f"out of memory while {v.get('phase').replace('_', ' ')} on a verified environment: "
+        f"the model does not fit this layout ({v.get('summary')})",
+        {"phase": v.get("phase"), "model_weights_gib": figures.get("model_weights_gib"), **numbers},
+        _lines(run.path, v),
+        tuple(recs) + ("do not lower max_num_seqs: it does not change load-phase memory",),
+    )
 
 
 def graph_capture(f: Facts, ctx: Ctx) -> Fired | None:
@@ -103,9 +133,16 @@ def graph_capture(f: Facts, ctx: Ctx) -> Fired | None:
     if not failed:
         return None
     run, v = failed[0]
-    return Fired("tune", f"out of memory in CUDA graph capture: {v.get('summary')}", {"phase": "cudagraph_capture"},
-                 _lines(run.path, v), ("leave margin for the graphs: lower gpu_memory_utilization a little, or "
-                                       "capture fewer sizes (max_cudagraph_capture_size), or enforce_eager",))
+    return Fired(
+        "tune",
+        f"out of memory in CUDA graph capture: {v.get('summary')}",
+        {"phase": "cudagraph_capture"},
+        _lines(run.path, v),
+        (
+            "leave margin for the graphs: lower gpu_memory_utilization a little, or "
+            "capture fewer sizes (max_cudagraph_capture_size), or enforce_eager",
+        ),
+    )
 
 
 def kv_startup(f: Facts, ctx: Ctx) -> Fired | None:
@@ -117,13 +154,24 @@ def kv_startup(f: Facts, ctx: Ctx) -> Fired | None:
     need = f.req.longest_request_tokens()
     numbers = {"estimated_max_model_len": est, "longest_request_tokens": need}
     if est is not None and est >= need:
-        return Fired("tune", f"one request of max_model_len does not fit the KV pool, but the requirement's longest "
-                     f"request ({need} tokens) does (vLLM estimates {est})", numbers, _lines(run.path, v),
-                     (f"set max_model_len to {need} (vLLM's estimate of what fits: {est})",))
+        return Fired(
+            "tune",
+            f"one request of max_model_len does not fit the KV pool, but the requirement's longest "
+            f"request ({need} tokens) does (vLLM estimates {est})",
+            numbers,
+            _lines(run.path, v),
+            (f"set max_model_len to {need} (vLLM's estimate of what fits: {est})",),
+        )
     verdict, more, recs = topology_or_expand(f)
     short = f"{need / est:.2f}x" if est else "unknown"
-    return Fired(verdict, f"the KV pool cannot hold one request of the required {need} tokens (vLLM estimates "
-                 f"{est}): KV memory short by {short}", {**numbers, **more}, _lines(run.path, v), tuple(recs))
+    return Fired(
+        verdict,
+        f"the KV pool cannot hold one request of the required {need} tokens (vLLM estimates "
+        f"{est}): KV memory short by {short}",
+        {**numbers, **more},
+        _lines(run.path, v),
+        tuple(recs),
+    )
 
 
 def one_request(f: Facts, ctx: Ctx) -> Fired | None:
@@ -137,9 +185,13 @@ def one_request(f: Facts, ctx: Ctx) -> Fired | None:
     fail = (short or {}).get("failure") or (hist or {}).get("failure")
     if fail and (fail.get("phase") in SERVING_OOM or fail.get("kind") == "engine_dead"):
         verdict, numbers, recs = topology_or_expand(f)
-        return Fired(verdict, f"one request fails in a clean environment ({fail.get('reason')}): capacity or "
-                     "topology, not concurrency", {**numbers, "phase": fail.get("phase")},
-                     tuple({"run": run.path, **e} for e in fail.get("evidence", [])[:3]), tuple(recs))  # type: ignore[union-attr]
+        return Fired(
+            verdict,
+            f"one request fails in a clean environment ({fail.get('reason')}): capacity or topology, not concurrency",
+            {**numbers, "phase": fail.get("phase")},
+            tuple({"run": run.path, **e} for e in fail.get("evidence", [])[:3]),
+            tuple(recs),
+        )  # type: ignore[union-attr]
     limit = ctxt.get("limit_tokens")
     if ctxt.get("found") and limit and limit < f.req.longest_request_tokens():
         pool = f.figures().get("kv_cache_tokens")
@@ -147,16 +199,28 @@ def one_request(f: Facts, ctx: Ctx) -> Fired | None:
         numbers = {"context_limit_tokens": limit, "longest_request_tokens": need, "kv_cache_tokens": pool}
         ev = ({"run": run.path, "file": run.file("ladder.json"), "key": "history_doubling.context", "value": ctxt},)  # type: ignore[union-attr]
         if pool and pool >= need:
-            return Fired("tune", f"the required {need}-token request is refused by max_model_len {limit}, and the "
-                         f"KV pool ({pool} tokens) holds it", numbers, ev, (f"raise max_model_len to {need}",))
+            return Fired(
+                "tune",
+                f"the required {need}-token request is refused by max_model_len {limit}, and the "
+                f"KV pool ({pool} tokens) holds it",
+                numbers,
+                ev,
+                (f"raise max_model_len to {need}",),
+            )
         verdict, more, recs = topology_or_expand(f)
-        return Fired(verdict, f"the required {need}-token request does not fit (context limit {limit}, KV pool "
-                     f"{pool} tokens)", {**numbers, **more}, ev, tuple(recs))
+        return Fired(
+            verdict,
+            f"the required {need}-token request does not fit (context limit {limit}, KV pool {pool} tokens)",
+            {**numbers, **more},
+            ev,
+            tuple(recs),
+        )
     largest = ctxt.get("largest_ok_prompt_tokens")
     if largest is not None and largest < need_in and not ctxt.get("found") and hist and not hist["ok"]:
         verdict, numbers, recs = topology_or_expand(f)
-        return Fired(verdict, f"a request of {largest} tokens passed but the required {need_in} failed",
-                     numbers, (), tuple(recs))
+        return Fired(
+            verdict, f"a request of {largest} tokens passed but the required {need_in} failed", numbers, (), tuple(recs)
+        )
     return None
 
 
@@ -166,24 +230,40 @@ def team_gate(f: Facts, ctx: Ctx) -> Fired | None:
     if not ctx.team.capacity:
         blocked = first_open(items)
         if blocked is None:
-            return Fired("tune", f"{ctx.team.name}: {ctx.team.asks} - all met; capacity is not judged for this team",
-                         {"criteria_done": len(items)}, (), ("keep the setup; measure capacity when the team changes",))
-        return Fired("inconclusive", f"{ctx.team.name}: criterion not met: {blocked.title} ({blocked.status}: "
-                     f"{blocked.detail})", {"criterion": blocked.key}, tuple({"criterion": i.to_dict()} for i in items
-                                                                             if i.status != DONE))
+            return Fired(
+                "tune",
+                f"{ctx.team.name}: {ctx.team.asks} - all met; capacity is not judged for this team",
+                {"criteria_done": len(items)},
+                (),
+                ("keep the setup; measure capacity when the team changes",),
+            )
+        return Fired(
+            "inconclusive",
+            f"{ctx.team.name}: criterion not met: {blocked.title} ({blocked.status}: {blocked.detail})",
+            {"criterion": blocked.key},
+            tuple({"criterion": i.to_dict()} for i in items if i.status != DONE),
+        )
     if ctx.team.order_matters:
         blocked = next((i for i in items[:-1] if i.status != DONE), None)
         if blocked:
             verdict = "fix_environment" if blocked.status == FAILED else "inconclusive"
-            return Fired(verdict, f"platform check {items.index(blocked) + 1} of {len(items)} not passed: "
-                         f"{blocked.title} ({blocked.status}: {blocked.detail})", {"check": blocked.key},
-                         ({"criterion": blocked.to_dict()},), (f"do '{blocked.title}' before the next check",))
+            return Fired(
+                verdict,
+                f"platform check {items.index(blocked) + 1} of {len(items)} not passed: "
+                f"{blocked.title} ({blocked.status}: {blocked.detail})",
+                {"check": blocked.key},
+                ({"criterion": blocked.to_dict()},),
+                (f"do '{blocked.title}' before the next check",),
+            )
         return None
     gate = [i for i in items if i.status != DONE and i.key not in ("target_concurrency", "reserve")]
     if ctx.team.name in ("poc", "agent") and gate:
-        return Fired("inconclusive", f"{ctx.team.name}: not established: "
-                     + ", ".join(f"{i.title} ({i.status})" for i in gate), {"criteria_open": [i.key for i in gate]},
-                     tuple({"criterion": i.to_dict()} for i in gate))
+        return Fired(
+            "inconclusive",
+            f"{ctx.team.name}: not established: " + ", ".join(f"{i.title} ({i.status})" for i in gate),
+            {"criteria_open": [i.key for i in gate]},
+            tuple({"criterion": i.to_dict()} for i in gate),
+        )
     return None
 
 
@@ -198,13 +278,25 @@ def _tuning_fix(f: Facts, target: int) -> tuple[dict[str, Any] | None, list[str]
         cells = f.mode_cells(mode["name"])
         if mode["name"] in ("baseline", "lower-concurrency") or not cells:
             continue
-        good = all(f._judge(c["concurrency"], c["errors"], c.get("preemptions"), c.get("ttft_ms_p95"),
-                            c.get("latency_ms_p95"), "", {}).ok for c in cells)
+        good = all(
+            f._judge(
+                c["concurrency"],
+                c["errors"],
+                c.get("preemptions"),
+                c.get("ttft_ms_p95"),
+                c.get("latency_ms_p95"),
+                "",
+                {},
+            ).ok
+            for c in cells
+        )
         if not good or cells[0]["concurrency"] < target:
             continue
         if mode["factor"] in DEGRADING:
-            degraded.append(f"{mode['name']} ({mode['factor']} {mode['value']}) holds the target but "
-                            f"{DEGRADING[mode['factor']]}: a temporary degradation, not a fix")
+            degraded.append(
+                f"{mode['name']} ({mode['factor']} {mode['value']}) holds the target but "
+                f"{DEGRADING[mode['factor']]}: a temporary degradation, not a fix"
+            )
             continue
         if mode["factor"] == "enable_prefix_caching" and mode["value"] is False and not hit_rate_compared(f):
             continue  # never recommended without the hit-rate comparison
@@ -221,41 +313,96 @@ def concurrency(f: Facts, ctx: Ctx) -> Fired | None:
     headroom = None if c is None else round((c - t) / t * 100, 1)
     per_engine = gpus_used(f.profile_args())
     engines = engines_needed(need, c)
-    numbers = {"target_concurrency": t, "target_with_reserve": need, "reserve_pct": f.req.peak_reserve_pct,
-               "capacity_concurrency": c, "first_bad_concurrency": cap.first_bad, "max_tested": cap.max_tested,
-               "headroom_pct": headroom, "engines_needed": engines, "gpus_per_engine": per_engine}
+    numbers = {
+        "target_concurrency": t,
+        "target_with_reserve": need,
+        "reserve_pct": f.req.peak_reserve_pct,
+        "capacity_concurrency": c,
+        "first_bad_concurrency": cap.first_bad,
+        "max_tested": cap.max_tested,
+        "headroom_pct": headroom,
+        "engines_needed": engines,
+        "gpus_per_engine": per_engine,
+    }
     bad = [p for p in cap.points if not p.ok][:3]
-    ev = tuple({"source": p.source, "concurrency": p.concurrency, "ok": p.ok, "why": p.why} for p in cap.points
-               if p.concurrency in (c, cap.first_bad))[:4] or tuple({"source": p.source, "why": p.why} for p in bad)
+    ev = tuple(
+        {"source": p.source, "concurrency": p.concurrency, "ok": p.ok, "why": p.why}
+        for p in cap.points
+        if p.concurrency in (c, cap.first_bad)
+    )[:4] or tuple({"source": p.source, "why": p.why} for p in bad)
     if cap.first_bad is None and (c or 0) < need:
-        return Fired("inconclusive", f"no level failed, but load was measured only up to {cap.max_tested:g} "
-                     f"concurrent dialogs, below the target with reserve ({need:g})", numbers, ev,
-                     (f"measure up to {math.ceil(need)} (oomkit ladder --max-concurrency {math.ceil(need)})",))
+        return Fired(
+            "inconclusive",
+            f"no level failed, but load was measured only up to {cap.max_tested:g} "
+            f"concurrent dialogs, below the target with reserve ({need:g})",
+            numbers,
+            ev,
+            (f"measure up to {math.ceil(need)} (oomkit ladder --max-concurrency {math.ceil(need)})",),
+        )
     if c is not None and c >= need:
-        return Fired("tune", f"the target holds with headroom: {c:g} concurrent dialogs hold, target {t} "
-                     f"(+{headroom}%) covers the {f.req.peak_reserve_pct:g}% reserve", numbers, ev,
-                     (f"cap max_num_seqs at {int(c)} and keep this layout; re-measure after each change",))
+        return Fired(
+            "tune",
+            f"the target holds with headroom: {c:g} concurrent dialogs hold, target {t} "
+            f"(+{headroom}%) covers the {f.req.peak_reserve_pct:g}% reserve",
+            numbers,
+            ev,
+            (f"cap max_num_seqs at {int(c)} and keep this layout; re-measure after each change",),
+        )
     fix, degraded = _tuning_fix(f, t)
     if fix:
-        return Fired("tune", f"the target does not hold as configured ({cap.first_bad:g} fails), but "
-                     f"{fix['name']} ({fix['factor']} {fix['value']}) holds it in the same cells", numbers, ev,
-                     (f"set {fix['factor']} to {fix['value']} and re-measure headroom at {math.ceil(need)}",))
+        return Fired(
+            "tune",
+            f"the target does not hold as configured ({cap.first_bad:g} fails), but "
+            f"{fix['name']} ({fix['factor']} {fix['value']}) holds it in the same cells",
+            numbers,
+            ev,
+            (f"set {fix['factor']} to {fix['value']} and re-measure headroom at {math.ceil(need)}",),
+        )
     now = f"lower concurrency to {int(c)} now and measure headroom" if c else "even one dialog at a time fails"
-    why = (f"headroom at the target is {headroom}%, below the {f.req.peak_reserve_pct:g}% reserve"
-           if c is not None and c >= t else f"only {c if c is not None else 0:g} of {t} concurrent dialogs hold")
-    gpus = f"{engines * per_engine} GPU(s) at {per_engine} per replica" if (f.env_snapshot() or {}).get("gpus") \
+    why = (
+        f"headroom at the target is {headroom}%, below the {f.req.peak_reserve_pct:g}% reserve"
+        if c is not None and c >= t
+        else f"only {c if c is not None else 0:g} of {t} concurrent dialogs hold"
+    )
+    gpus = (
+        f"{engines * per_engine} GPU(s) at {per_engine} per replica"
+        if (f.env_snapshot() or {}).get("gpus")
         else "the CPU backend here: count GPUs on the serving node"
-    recs = [now, f"expand to {engines} replica(s) of this server ({gpus}) for {math.ceil(need)} dialogs" if engines else
-            "expand: more KV memory per replica (see oomkit plan --compare)"] + degraded
-    return Fired("expand", f"{why}: the first failing level is {cap.first_bad:g} ({bad[0].why if bad else ''})",
-                 numbers, ev, tuple(recs))
+    )
+    recs = [
+        now,
+        f"expand to {engines} replica(s) of this server ({gpus}) for {math.ceil(need)} dialogs"
+        if engines
+        else "expand: more KV memory per replica (see oomkit plan --compare)",
+    ] + degraded
+    return Fired(
+        "expand",
+        f"{why}: the first failing level is {cap.first_bad:g} ({bad[0].why if bad else ''})",
+        numbers,
+        ev,
+        tuple(recs),
+    )
 
 
 def fallback(f: Facts, ctx: Ctx) -> Fired | None:
-    have = [k for k, v in (("launch", f.launches), ("ladder", f.ladders), ("compare", f.compares),
-                           ("bench", f.benches), ("import", f.imports)) if v]
-    return Fired("inconclusive", "the runs do not show the target load: nothing to judge capacity on",
-                 {"evidence_kinds": have}, (), ("run oomkit investigate PROFILE --requirements R.yaml",))
+    have = [
+        k
+        for k, v in (
+            ("launch", f.launches),
+            ("ladder", f.ladders),
+            ("compare", f.compares),
+            ("bench", f.benches),
+            ("import", f.imports),
+        )
+        if v
+    ]
+    return Fired(
+        "inconclusive",
+        "the runs do not show the target load: nothing to judge capacity on",
+        {"evidence_kinds": have},
+        (),
+        ("run oomkit investigate PROFILE --requirements R.yaml",),
+    )
 
 
 @dataclass(frozen=True)
@@ -268,26 +415,66 @@ class Rule:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("environment_mismatch", ("fix_environment",), environment,
-         "an environment mismatch comes first", "the method; triage phases environment/network_communication"),
-    Rule("setup_rejects_requests", ("fix_environment",), setup_rejects,
-         "a request the workload needs is refused by the launch command", "ladder failure kind bad_request"),
-    Rule("not_a_memory_failure", ("fix_environment",), not_memory,
-         "a failure that is not an OOM is fixed before capacity is judged",
-         "the method (hard negatives: not every crash is an OOM); triage phase not_oom_other"),
-    Rule("load_phase_oom", ("change_topology", "expand"), load_phase,
-         "a load-phase OOM on a verified environment means topology or expansion", "the method; triage advice"),
-    Rule("graph_capture_oom", ("tune",), graph_capture, "graph capture OOM is a margin setting",
-         "vllm-internals.md §3"),
-    Rule("kv_pool_below_one_request", ("tune", "change_topology", "expand"), kv_startup,
-         "max_model_len against the KV pool, with vLLM's own estimate", "cpu-testbed.md §1"),
-    Rule("one_target_request_fails", ("tune", "change_topology", "expand"), one_request,
-         "one target request failing in a clean environment means capacity or topology", "the method"),
-    Rule("team_criteria", ("tune", "inconclusive", "fix_environment"), team_gate,
-         "the team's criteria from the choice matrix", "the method's choice matrix"),
-    Rule("concurrency_headroom", ("tune", "expand", "inconclusive"), concurrency,
-         "one passing and several failing means lower concurrency and measure headroom; expand if the headroom "
-         "at the target is below the reserve", "the method"),
+    Rule(
+        "environment_mismatch",
+        ("fix_environment",),
+        environment,
+        "an environment mismatch comes first",
+        "the method; triage phases environment/network_communication",
+    ),
+    Rule(
+        "setup_rejects_requests",
+        ("fix_environment",),
+        setup_rejects,
+        "a request the workload needs is refused by the launch command",
+        "ladder failure kind bad_request",
+    ),
+    Rule(
+        "not_a_memory_failure",
+        ("fix_environment",),
+        not_memory,
+        "a failure that is not an OOM is fixed before capacity is judged",
+        "the method (hard negatives: not every crash is an OOM); triage phase not_oom_other",
+    ),
+    Rule(
+        "load_phase_oom",
+        ("change_topology", "expand"),
+        load_phase,
+        "a load-phase OOM on a verified environment means topology or expansion",
+        "the method; triage advice",
+    ),
+    Rule(
+        "graph_capture_oom", ("tune",), graph_capture, "graph capture OOM is a margin setting", "vllm-internals.md §3"
+    ),
+    Rule(
+        "kv_pool_below_one_request",
+        ("tune", "change_topology", "expand"),
+        kv_startup,
+        "max_model_len against the KV pool, with vLLM's own estimate",
+        "cpu-testbed.md §1",
+    ),
+    Rule(
+        "one_target_request_fails",
+        ("tune", "change_topology", "expand"),
+        one_request,
+        "one target request failing in a clean environment means capacity or topology",
+        "the method",
+    ),
+    Rule(
+        "team_criteria",
+        ("tune", "inconclusive", "fix_environment"),
+        team_gate,
+        "the team's criteria from the choice matrix",
+        "the method's choice matrix",
+    ),
+    Rule(
+        "concurrency_headroom",
+        ("tune", "expand", "inconclusive"),
+        concurrency,
+        "one passing and several failing means lower concurrency and measure headroom; expand if the headroom "
+        "at the target is below the reserve",
+        "the method",
+    ),
     Rule("not_enough_evidence", ("inconclusive",), fallback, "no rule could judge the evidence", "oomkit"),
 )
 

@@ -45,8 +45,13 @@ def _poc(f: Facts, key: str, title: str) -> Item:
 def _started(f: Facts) -> Item:
     ready = f.ready_launches()
     if ready:
-        return Item("starts", "the server starts", DONE, f"ready in {ready[0].manifest.get('ready_s')} s",
-                    (ready[0].file("manifest.json"),))
+        return Item(
+            "starts",
+            "the server starts",
+            DONE,
+            f"ready in {ready[0].manifest.get('ready_s')} s",
+            (ready[0].file("manifest.json"),),
+        )
     return Item("starts", "the server starts", FAILED if f.launches else MISSING, "no launch became ready")
 
 
@@ -61,10 +66,17 @@ def _comparisons(f: Facts) -> Item:
     missing = sorted(want - names)
     unexplained = [m for m in missing if not any(m.split("-")[0] in s or "retention" in s for s in skipped)]
     if unexplained:
-        return Item("comparisons", title, MISSING, f"modes not compared: {', '.join(unexplained)}", (crun.file("compare.json"),))  # type: ignore[union-attr]
+        return Item(
+            "comparisons", title, MISSING, f"modes not compared: {', '.join(unexplained)}", (crun.file("compare.json"),)
+        )  # type: ignore[union-attr]
     rates = {c["mode"]: c.get("prefix_cache_hit_rate") for c in comp["cells"]}
-    return Item("comparisons", title, DONE, f"modes {', '.join(sorted(names))}; hit rate per mode {rates}"
-                + (f"; {'; '.join(skipped)}" if skipped else ""), (crun.file("compare.json"),))  # type: ignore[union-attr]
+    return Item(
+        "comparisons",
+        title,
+        DONE,
+        f"modes {', '.join(sorted(names))}; hit rate per mode {rates}" + (f"; {'; '.join(skipped)}" if skipped else ""),
+        (crun.file("compare.json"),),
+    )  # type: ignore[union-attr]
 
 
 def _snapshot(f: Facts) -> Item:
@@ -72,8 +84,12 @@ def _snapshot(f: Facts) -> Item:
     if snap is None:
         return Item("nvidia_smi", "nvidia-smi snapshot", MISSING, "no environment snapshot")
     gpus = snap.get("gpus") or []
-    return Item("nvidia_smi", "nvidia-smi snapshot", DONE if gpus else MISSING,
-                f"{len(gpus)} GPU(s)" if gpus else f"no GPU: {snap.get('gpu_note')}")
+    return Item(
+        "nvidia_smi",
+        "nvidia-smi snapshot",
+        DONE if gpus else MISSING,
+        f"{len(gpus)} GPU(s)" if gpus else f"no GPU: {snap.get('gpu_note')}",
+    )
 
 
 def _cuda13(f: Facts) -> Item:
@@ -81,29 +97,44 @@ def _cuda13(f: Facts) -> Item:
     flavour = sw.get("cuda_flavour")
     if not flavour:
         return Item("cuda13", "CUDA 13 in the container", MISSING, "build flavour unknown")
-    return Item("cuda13", "CUDA 13 in the container", DONE if flavour.startswith("cu13") else FAILED,
-                f"vLLM/torch build: {flavour}")
+    return Item(
+        "cuda13",
+        "CUDA 13 in the container",
+        DONE if flavour.startswith("cu13") else FAILED,
+        f"vLLM/torch build: {flavour}",
+    )
 
 
 def _recipe(f: Facts) -> Item:
     if not f.recipe_check:
         return Item("recipe", "hardware vs recipe", MISSING, "no recipe check (oomkit decide --recipe RECIPE.yaml)")
-    return Item("recipe", "hardware vs recipe", DONE if f.recipe_check.get("overall") == "pass" else FAILED,
-                f"recipe {f.recipe_check.get('recipe')}: {f.recipe_check.get('overall')}")
+    return Item(
+        "recipe",
+        "hardware vs recipe",
+        DONE if f.recipe_check.get("overall") == "pass" else FAILED,
+        f"recipe {f.recipe_check.get('recipe')}: {f.recipe_check.get('overall')}",
+    )
 
 
 def _one_node(f: Facts) -> Item:
     s = f.step("short_request")
     ready = f.ready_launches()
     ok = bool(ready) and bool(s and s["ok"])
-    return Item("one_node", "one node without agent load", DONE if ok else (FAILED if ready else MISSING),
-                "ready and a short request answered" if ok else "not shown")
+    return Item(
+        "one_node",
+        "one node without agent load",
+        DONE if ok else (FAILED if ready else MISSING),
+        "ready and a short request answered" if ok else "not shown",
+    )
 
 
 def _inter_node(f: Facts) -> Item:
     args = f.profile_args()
-    if int(args.get("pipeline_parallel_size") or 1) == 1 and int(args.get("data_parallel_size") or 1) == 1 \
-            and "nnodes" not in args:
+    if (
+        int(args.get("pipeline_parallel_size") or 1) == 1
+        and int(args.get("data_parallel_size") or 1) == 1
+        and "nnodes" not in args
+    ):
         return Item("inter_node", "inter-node test", DONE, "not applicable: one node")
     return Item("inter_node", "inter-node test", MISSING, "a multi-node layout needs an inter-node test")
 
@@ -111,10 +142,18 @@ def _inter_node(f: Facts) -> Item:
 def _api_route(f: Facts) -> Item:
     via_url = [r for r in f.ladders if not (r.ladder.get("target") or {}).get("launched", True)]  # type: ignore[union-attr]
     if via_url:
-        return Item("api_route", "short request through the future API route", DONE,
-                    f"ladder through {via_url[0].ladder['target'].get('base_url')}")  # type: ignore[index]
-    return Item("api_route", "short request through the future API route", MISSING,
-                "measured on the server oomkit started: run oomkit ladder --url <the API route>")
+        return Item(
+            "api_route",
+            "short request through the future API route",
+            DONE,
+            f"ladder through {via_url[0].ladder['target'].get('base_url')}",
+        )  # type: ignore[index]
+    return Item(
+        "api_route",
+        "short request through the future API route",
+        MISSING,
+        "measured on the server oomkit started: run oomkit ladder --url <the API route>",
+    )
 
 
 def _target(f: Facts) -> Item:
@@ -123,8 +162,9 @@ def _target(f: Facts) -> Item:
     if cap.last_good is None and cap.first_bad is None:
         return Item("target_concurrency", "target concurrency", MISSING, "no load measured")
     ok = cap.last_good is not None and cap.last_good >= t
-    return Item("target_concurrency", "target concurrency", DONE if ok else FAILED,
-                f"holds up to {cap.last_good}, target {t}")
+    return Item(
+        "target_concurrency", "target concurrency", DONE if ok else FAILED, f"holds up to {cap.last_good}, target {t}"
+    )
 
 
 def _headroom(f: Facts) -> Item:
@@ -133,8 +173,12 @@ def _headroom(f: Facts) -> Item:
     if cap.last_good is None and cap.first_bad is None:
         return Item("reserve", "headroom at the target covers the reserve", MISSING, "no load measured")
     ok = cap.last_good is not None and cap.last_good >= need
-    return Item("reserve", "headroom at the target covers the reserve", DONE if ok else FAILED,
-                f"holds up to {cap.last_good}; target with {f.req.peak_reserve_pct:g}% reserve {need:g}")
+    return Item(
+        "reserve",
+        "headroom at the target covers the reserve",
+        DONE if ok else FAILED,
+        f"holds up to {cap.last_good}; target with {f.req.peak_reserve_pct:g}% reserve {need:g}",
+    )
 
 
 def _recovery(f: Facts) -> Item:
@@ -143,8 +187,12 @@ def _recovery(f: Facts) -> Item:
         return Item("recovery", "restart within the recovery time", MISSING, "no measured start")
     worst = max(ready)
     ok = worst <= f.req.recovery_time_s
-    return Item("recovery", "restart within the recovery time", DONE if ok else FAILED,
-                f"slowest start {worst:.1f} s, allowed {f.req.recovery_time_s:g} s")
+    return Item(
+        "recovery",
+        "restart within the recovery time",
+        DONE if ok else FAILED,
+        f"slowest start {worst:.1f} s, allowed {f.req.recovery_time_s:g} s",
+    )
 
 
 def _image_headroom(f: Facts) -> Item:
@@ -156,9 +204,12 @@ def _image_headroom(f: Facts) -> Item:
         return Item("image_headroom", "memory headroom for image updates", MISSING, "peak memory or capacity unknown")
     free_pct = (1 - max(peaks) / total) * 100
     where = "GPU memory" if gpus else "host RAM (CPU backend)"
-    return Item("image_headroom", "memory headroom for image updates",
-                DONE if free_pct >= f.req.image_update_headroom_pct else FAILED,
-                f"{free_pct:.1f}% of {where} free at peak, {f.req.image_update_headroom_pct:g}% required")
+    return Item(
+        "image_headroom",
+        "memory headroom for image updates",
+        DONE if free_pct >= f.req.image_update_headroom_pct else FAILED,
+        f"{free_pct:.1f}% of {where} free at peak, {f.req.image_update_headroom_pct:g}% required",
+    )
 
 
 CRITERIA: dict[str, Callable[[Facts], Item]] = {
@@ -173,28 +224,73 @@ CRITERIA: dict[str, Callable[[Facts], Item]] = {
     "peak_memory_recorded": lambda f: _poc(f, "peak_memory_recorded", "peak memory recorded"),
     "knee": lambda f: _poc(f, "knee", "concurrency knee measured"),
     "comparisons": _comparisons,
-    "nvidia_smi": _snapshot, "cuda13": _cuda13, "recipe": _recipe, "one_node": _one_node,
-    "inter_node": _inter_node, "api_route": _api_route, "tools": lambda f: _step(f, "tool_call", "tools"),
-    "target_concurrency": _target, "reserve": _headroom, "recovery": _recovery, "image_headroom": _image_headroom,
+    "nvidia_smi": _snapshot,
+    "cuda13": _cuda13,
+    "recipe": _recipe,
+    "one_node": _one_node,
+    "inter_node": _inter_node,
+    "api_route": _api_route,
+    "tools": lambda f: _step(f, "tool_call", "tools"),
+    "target_concurrency": _target,
+    "reserve": _headroom,
+    "recovery": _recovery,
+    "image_headroom": _image_headroom,
 }
 
-TEAMS: dict[str, Team] = {t.name: t for t in (
-    Team("research", "the server starts, the API answers, tool calling validates, a basic reasoning chain holds; "
-         "nothing more is asked", False, False, ("starts", "api_answers", "tools_validate", "reasoning_chain"),
-         "the method's choice matrix: research team"),
-    Team("poc", "the POC criteria of the ladder", True, False,
-         ("short_request_stable", "tool_calling_valid", "repeat_run_identical", "context_limit_found",
-          "peak_memory_recorded", "knee"), "the method's choice matrix: POC team (ladder criteria, poc.json)"),
-    Team("agent", "the cache-vs-context comparisons", True, False, ("starts", "api_answers", "comparisons"),
-         "the method's choice matrix: agent service"),
-    Team("platform", "the compatibility checks in order", True, True,
-         ("nvidia_smi", "cuda13", "recipe", "one_node", "inter_node", "api_route", "tools", "target_concurrency"),
-         "the method's choice matrix: platform team (nvidia-smi, CUDA 13, recipe, one node, inter-node, API "
-         "route, tools, then target concurrency)"),
-    Team("production", "the requirement's headroom and reserve", True, False,
-         ("target_concurrency", "reserve", "image_headroom", "recovery"),
-         "the method's choice matrix: production"),
-)}
+TEAMS: dict[str, Team] = {
+    t.name: t
+    for t in (
+        Team(
+            "research",
+            "the server starts, the API answers, tool calling validates, a basic reasoning chain holds; "
+            "nothing more is asked",
+            False,
+            False,
+            ("starts", "api_answers", "tools_validate", "reasoning_chain"),
+            "the method's choice matrix: research team",
+        ),
+        Team(
+            "poc",
+            "the POC criteria of the ladder",
+            True,
+            False,
+            (
+                "short_request_stable",
+                "tool_calling_valid",
+                "repeat_run_identical",
+                "context_limit_found",
+                "peak_memory_recorded",
+                "knee",
+            ),
+            "the method's choice matrix: POC team (ladder criteria, poc.json)",
+        ),
+        Team(
+            "agent",
+            "the cache-vs-context comparisons",
+            True,
+            False,
+            ("starts", "api_answers", "comparisons"),
+            "the method's choice matrix: agent service",
+        ),
+        Team(
+            "platform",
+            "the compatibility checks in order",
+            True,
+            True,
+            ("nvidia_smi", "cuda13", "recipe", "one_node", "inter_node", "api_route", "tools", "target_concurrency"),
+            "the method's choice matrix: platform team (nvidia-smi, CUDA 13, recipe, one node, inter-node, API "
+            "route, tools, then target concurrency)",
+        ),
+        Team(
+            "production",
+            "the requirement's headroom and reserve",
+            True,
+            False,
+            ("target_concurrency", "reserve", "image_headroom", "recovery"),
+            "the method's choice matrix: production",
+        ),
+    )
+}
 
 
 def criteria(f: Facts, team: Team) -> list[Item]:

@@ -13,8 +13,12 @@ NODE_MULTIPLES = (1, 2, 3, 4, 6, 8)  # GPU counts tried, in multiples of one nod
 
 
 def gpus_used(args: dict[str, Any]) -> int:
-    return max(1, int(args.get("tensor_parallel_size") or 1) * int(args.get("pipeline_parallel_size") or 1)
-               * int(args.get("data_parallel_size") or 1))
+    return max(
+        1,
+        int(args.get("tensor_parallel_size") or 1)
+        * int(args.get("pipeline_parallel_size") or 1)
+        * int(args.get("data_parallel_size") or 1),
+    )
 
 
 def _planner(f: Facts, used: int) -> tuple[str, dict[str, Any], list[str]] | None:
@@ -25,8 +29,13 @@ def _planner(f: Facts, used: int) -> tuple[str, dict[str, Any], list[str]] | Non
     from oomkit.plan.core import PlanRequest
 
     counts = sorted({used, *(d.gpus_per_node * k for k in NODE_MULTIPLES)})
-    req = PlanRequest(model=d.model, gpu=d.gpu, max_model_len=f.req.longest_request_tokens(),
-                      concurrency=f.req.concurrent_dialogs, context=f.req.longest_request_tokens())
+    req = PlanRequest(
+        model=d.model,
+        gpu=d.gpu,
+        max_model_len=f.req.longest_request_tokens(),
+        concurrency=f.req.concurrent_dialogs,
+        context=f.req.longest_request_tokens(),
+    )
     try:
         rows = compare(req, [c for c in counts if c >= used])
     except OomkitError as err:
@@ -35,17 +44,32 @@ def _planner(f: Facts, used: int) -> tuple[str, dict[str, Any], list[str]] | Non
     same = [r for r in fitting if r["gpus"] == used]
     if same:
         best = same[0]
-        return "change_topology", {"layout": best["label"], "gpus": used, "planner_row": best}, [
-            f"change the layout to {best['label']} on the same {used} GPUs (planner: fits the target, "
-            f"{best['kv_cache_gib']} GiB KV per GPU)"]
+        return (
+            "change_topology",
+            {"layout": best["label"], "gpus": used, "planner_row": best},
+            [
+                f"change the layout to {best['label']} on the same {used} GPUs (planner: fits the target, "
+                f"{best['kv_cache_gib']} GiB KV per GPU)"
+            ],
+        )
     if fitting:
         best = min(fitting, key=lambda r: (r["gpus"], -(r.get("target_headroom") or 0)))
-        return "expand", {"layout": best["label"], "gpus": best["gpus"], "add_gpus": best["gpus"] - used,
-                          "planner_row": best}, [
-            f"expand to {best['gpus']} {d.gpu} GPUs (+{best['gpus'] - used}) as {best['label']} (planner: the "
-            "smallest count that fits the target)"]
-    return "expand", {"gpus_tried": counts}, [f"no layout up to {max(counts)} {d.gpu} GPUs fits the target: "
-                                              "a larger GPU or a smaller model/quantization is needed"]
+        return (
+            "expand",
+            {"layout": best["label"], "gpus": best["gpus"], "add_gpus": best["gpus"] - used, "planner_row": best},
+            [
+                f"expand to {best['gpus']} {d.gpu} GPUs (+{best['gpus'] - used}) as {best['label']} (planner: the "
+                "smallest count that fits the target)"
+            ],
+        )
+    return (
+        "expand",
+        {"gpus_tried": counts},
+        [
+            f"no layout up to {max(counts)} {d.gpu} GPUs fits the target: "
+            "a larger GPU or a smaller model/quantization is needed"
+        ],
+    )
 
 
 def topology_or_expand(f: Facts) -> tuple[str, dict[str, Any], list[str]]:
@@ -59,12 +83,22 @@ def topology_or_expand(f: Facts) -> tuple[str, dict[str, Any], list[str]]:
     numbers: dict[str, Any] = {"gpus_used": used, "gpus_visible": visible}
     if visible > used:
         tp = 2 ** int(math.log2(visible))
-        return "change_topology", {**numbers, "tensor_parallel_size": tp}, [
-            f"spread the model over the {visible} GPUs this node has: tensor_parallel_size {tp} (now {used} used)",
-            "add `deployment:` (model, gpu) to the requirements for the planner's layout ranking"]
-    return "expand", numbers, [
-        "more memory per replica is needed: more GPUs (a larger tensor/pipeline-parallel layout) or larger GPUs",
-        "add `deployment:` (model, gpu) to the requirements for the planner's GPU count"]
+        return (
+            "change_topology",
+            {**numbers, "tensor_parallel_size": tp},
+            [
+                f"spread the model over the {visible} GPUs this node has: tensor_parallel_size {tp} (now {used} used)",
+                "add `deployment:` (model, gpu) to the requirements for the planner's layout ranking",
+            ],
+        )
+    return (
+        "expand",
+        numbers,
+        [
+            "more memory per replica is needed: more GPUs (a larger tensor/pipeline-parallel layout) or larger GPUs",
+            "add `deployment:` (model, gpu) to the requirements for the planner's GPU count",
+        ],
+    )
 
 
 def engines_needed(target: float, capacity: float | None) -> int | None:

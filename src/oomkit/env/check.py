@@ -8,9 +8,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from oomkit.env import rows
-from oomkit.env.rows import FAIL, PASS, UNKNOWN
 from oomkit.env.model import EnvSnapshot
 from oomkit.env.recipe import Recipe, load_recipe, read_prose
+from oomkit.env.rows import FAIL, PASS, UNKNOWN
 from oomkit.env.settings import resolve, select
 from oomkit.env.strategies import STRATEGIES, nodes_needed
 from oomkit.redact import redact, redact_env
@@ -55,9 +55,14 @@ class CheckReport:
         return out
 
 
-def check_recipe(recipe: Recipe | str | os.PathLike[str], snapshot: EnvSnapshot, strategy: str | None = None,
-                 hardware: str | None = None, variant: str | None = None,
-                 features: tuple[str, ...] = ()) -> CheckReport:
+def check_recipe(
+    recipe: Recipe | str | os.PathLike[str],
+    snapshot: EnvSnapshot,
+    strategy: str | None = None,
+    hardware: str | None = None,
+    variant: str | None = None,
+    features: tuple[str, ...] = (),
+) -> CheckReport:
     rec = recipe if isinstance(recipe, Recipe) else load_recipe(recipe)
     sel = select(rec, snapshot, strategy, hardware, variant, features)
     prose = read_prose(rec)
@@ -84,10 +89,15 @@ def check_recipe(recipe: Recipe | str | os.PathLike[str], snapshot: EnvSnapshot,
         rows.other_nodes(strat, nodes, snapshot),
     ]
     return CheckReport(
-        recipe=rec.name, recipe_path=str(recipe) if not isinstance(recipe, Recipe) else rec.name,
-        strategy=sel.strategy, hardware=sel.hardware, variant=sel.variant,
+        recipe=rec.name,
+        recipe_path=str(recipe) if not isinstance(recipe, Recipe) else rec.name,
+        strategy=sel.strategy,
+        hardware=sel.hardware,
+        variant=sel.variant,
         rows=tuple(CheckRow(*r) for r in found if r is not None),
-        args=tuple(settings.args), env=dict(settings.env), snapshot_source=_source(snapshot),
+        args=tuple(settings.args),
+        env=dict(settings.env),
+        snapshot_source=_source(snapshot),
     )
 
 
@@ -95,4 +105,3 @@ def _source(snapshot: EnvSnapshot) -> str:
     if snapshot.source == "captured" and snapshot.files:
         return "captured: " + os.path.dirname(snapshot.files[0][1])
     return snapshot.source
-

@@ -16,8 +16,17 @@ from oomkit.env.hardware import BY_KEY
 from oomkit.env.model import EnvSnapshot
 from oomkit.env.recipe import Recipe, load_recipe, read_prose
 from oomkit.env.rows import fabric
-from oomkit.env.settings import (Selection, Settings, flag_key, merge_args, min_gpus, resolve, select,
-                                 split_flags, tp_override)
+from oomkit.env.settings import (
+    Selection,
+    Settings,
+    flag_key,
+    merge_args,
+    min_gpus,
+    resolve,
+    select,
+    split_flags,
+    tp_override,
+)
 from oomkit.env.software import version_at_least
 from oomkit.env.strategies import DP_RPC_PORT, NNODES_SINCE, RAY_PORT, STRATEGIES, Layout, layout
 from oomkit.errors import UsageError
@@ -50,22 +59,40 @@ class CommandPlan:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "recipe": self.recipe, "model_id": self.model_id, "strategy": self.strategy,
-            "hardware": self.hardware, "variant": self.variant, "vllm_version": self.vllm_version,
-            "nodes": [{"role": n.role, "env": redact_env(n.env), "argv": [redact(a) for a in n.argv],
-                       "before": [list(b) for b in n.before]} for n in self.nodes],
+            "recipe": self.recipe,
+            "model_id": self.model_id,
+            "strategy": self.strategy,
+            "hardware": self.hardware,
+            "variant": self.variant,
+            "vllm_version": self.vllm_version,
+            "nodes": [
+                {
+                    "role": n.role,
+                    "env": redact_env(n.env),
+                    "argv": [redact(a) for a in n.argv],
+                    "before": [list(b) for b in n.before],
+                }
+                for n in self.nodes
+            ],
             "notes": list(self.notes),
         }
 
 
-def build_commands(recipe: Recipe | str | os.PathLike[str], snapshot: EnvSnapshot | None = None,
-                   strategy: str | None = None, hardware: str | None = None, variant: str | None = None,
-                   features: tuple[str, ...] = ()) -> CommandPlan:
+def build_commands(
+    recipe: Recipe | str | os.PathLike[str],
+    snapshot: EnvSnapshot | None = None,
+    strategy: str | None = None,
+    hardware: str | None = None,
+    variant: str | None = None,
+    features: tuple[str, ...] = (),
+) -> CommandPlan:
     rec = recipe if isinstance(recipe, Recipe) else load_recipe(recipe)
     sel = select(rec, snapshot, strategy, hardware, variant, features, default_hardware=True)
     if sel.hardware is None:
-        raise UsageError(f"{rec.name}: no GPU seen here and the recipe names no default hardware",
-                         f"pass --hardware NAME (one of: {', '.join(rec.meta.hardware) or ', '.join(BY_KEY)})")
+        raise UsageError(
+            f"{rec.name}: no GPU seen here and the recipe names no default hardware",
+            f"pass --hardware NAME (one of: {', '.join(rec.meta.hardware) or ', '.join(BY_KEY)})",
+        )
     notes: list[str] = []
     gpn = _gpus_per_node(snapshot, sel, notes)
     model_id, launcher, version = _launcher(rec, sel, snapshot, notes)
@@ -78,12 +105,14 @@ def build_commands(recipe: Recipe | str | os.PathLike[str], snapshot: EnvSnapsho
         settings = resolve(rec, sel)
         settings.args = merge_args(settings.args, extra)
         nodes = _layout_nodes(lay, settings, launcher, version, "", notes)
-    return CommandPlan(rec.name, model_id, sel.strategy, sel.hardware, sel.variant, version,
-                       tuple(nodes), tuple(dict.fromkeys(notes)))
+    return CommandPlan(
+        rec.name, model_id, sel.strategy, sel.hardware, sel.variant, version, tuple(nodes), tuple(dict.fromkeys(notes))
+    )
 
 
-def _launcher(rec: Recipe, sel: Selection, snapshot: EnvSnapshot | None, notes: list[str]
-              ) -> tuple[str, list[str], str | None]:
+def _launcher(
+    rec: Recipe, sel: Selection, snapshot: EnvSnapshot | None, notes: list[str]
+) -> tuple[str, list[str], str | None]:
     """The model id, the start command, and the vLLM version the node mechanics are chosen for."""
     on_cpu = sel.hardware in BY_KEY and BY_KEY[sel.hardware].generation == "cpu"
     sw = snapshot.software if snapshot else None
@@ -112,8 +141,10 @@ def _all2all_args(rec: Recipe, sel: Selection, snapshot: EnvSnapshot | None, not
     if kind in options:
         notes.append(f"--all2all-backend {options[kind]}: the recipe's choice for {kind} between nodes")
         return ["--all2all-backend", options[kind]]
-    notes.append("fabric between nodes unknown; the recipe says --all2all-backend "
-                 + " or ".join(f"{b} for {k}" for k, b in options.items()))
+    notes.append(
+        "fabric between nodes unknown; the recipe says --all2all-backend "
+        + " or ".join(f"{b} for {k}" for k, b in options.items())
+    )
     return []
 
 
@@ -128,8 +159,9 @@ def _gpus_per_node(snapshot: EnvSnapshot | None, sel: Selection, notes: list[str
     return gpn
 
 
-def _layout_nodes(lay: Layout, settings: Settings, launcher: list[str], version: str | None, role: str,
-                  notes: list[str]) -> list[NodeCommand]:
+def _layout_nodes(
+    lay: Layout, settings: Settings, launcher: list[str], version: str | None, role: str, notes: list[str]
+) -> list[NodeCommand]:
     label = f"{role} node" if role else "node"
     if lay.nodes == 1:
         local = ["--data-parallel-size-local", str(lay.dp)] if lay.dp > 1 and _hybrid(settings) else []
@@ -145,7 +177,9 @@ def _layout_nodes(lay: Layout, settings: Settings, launcher: list[str], version:
     ray_head = ("ray", "start", "--head", "--port", str(RAY_PORT))
     ray_worker = ("ray", "start", "--address", f"{HEAD}:{RAY_PORT}", "--block")
     out = [NodeCommand(f"{label} 0 (head)", dict(settings.env), tuple(head), (ray_head,))]
-    out += [NodeCommand(f"{label} {k} (ray worker)", dict(settings.env), (), (ray_worker,)) for k in range(1, lay.nodes)]
+    out += [
+        NodeCommand(f"{label} {k} (ray worker)", dict(settings.env), (), (ray_worker,)) for k in range(1, lay.nodes)
+    ]
     return out
 
 
@@ -165,8 +199,14 @@ def _at_least(version: str, minimum: str) -> bool:
 def _dp_node(lay: Layout, k: int, settings: Settings, launcher: list[str], label: str) -> NodeCommand:
     # Hybrid load balancing runs an API server on every node, and vLLM rejects it with --headless.
     hybrid = _hybrid(settings)
-    extra = ["--data-parallel-size-local", str(lay.dp_local), "--data-parallel-address", HEAD,
-             "--data-parallel-rpc-port", str(DP_RPC_PORT)]
+    extra = [
+        "--data-parallel-size-local",
+        str(lay.dp_local),
+        "--data-parallel-address",
+        HEAD,
+        "--data-parallel-rpc-port",
+        str(DP_RPC_PORT),
+    ]
     if k:
         extra += ([] if hybrid else ["--headless"]) + ["--data-parallel-start-rank", str(k * lay.dp_local)]
     argv = merge_args(launcher + lay.parallel_args() + extra, settings.args)
@@ -179,8 +219,9 @@ def _hybrid(settings: Settings) -> bool:
     return any(flag_key(a) == "--data-parallel-hybrid-lb" for a in settings.args)
 
 
-def _pd_nodes(rec: Recipe, sel: Selection, gpn: int, launcher: list[str], version: str | None,
-              notes: list[str]) -> list[NodeCommand]:
+def _pd_nodes(
+    rec: Recipe, sel: Selection, gpn: int, launcher: list[str], version: str | None, notes: list[str]
+) -> list[NodeCommand]:
     pd = rec.strategy_overrides.get(sel.strategy)
     nodes: list[NodeCommand] = []
     for role in ("prefill", "decode"):

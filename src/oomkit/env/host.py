@@ -128,8 +128,9 @@ def parse_infiniband(text: str) -> tuple[RdmaDevice, ...]:
             fields.setdefault(match.group(1), {})[match.group(2)] = match.group(3).strip()
         elif re.fullmatch(r"\s*[A-Za-z][\w\-]*\s*", line):
             fields.setdefault(line.strip(), {})
-    return tuple(RdmaDevice(name, f.get("link_layer"), f.get("state"), f.get("rate"))
-                 for name, f in sorted(fields.items()))
+    return tuple(
+        RdmaDevice(name, f.get("link_layer"), f.get("state"), f.get("rate")) for name, f in sorted(fields.items())
+    )
 
 
 def read_rdma(root: Path) -> tuple[RdmaDevice, ...]:
@@ -138,7 +139,7 @@ def read_rdma(root: Path) -> tuple[RdmaDevice, ...]:
     devices = []
     for dev in sorted(root.iterdir()):
         port = next(iter(sorted((dev / "ports").glob("*"))), None)
-        read = (lambda name: _read(str(port / name))) if port else (lambda name: None)
+        read = (lambda name, port=port: _read(str(port / name))) if port else (lambda name: None)
         devices.append(RdmaDevice(dev.name, _strip(read("link_layer")), _strip(read("state")), _strip(read("rate"))))
     return tuple(devices)
 

@@ -63,7 +63,7 @@ class Topology:
     def nvlink_all_pairs(self, gpus: tuple[str, ...] | None = None) -> bool | None:
         """True when every pair of the given GPUs is joined by NVLink; None if a pair is missing."""
         names = self.gpus if gpus is None else gpus
-        kinds = [self.link(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+        kinds = [self.link(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
         if not kinds or any(k is None for k in kinds):
             return None
         return all(re.fullmatch(r"NV\d+", k or "") for k in kinds)
@@ -136,27 +136,44 @@ class EnvSnapshot:
         return _redact_tree(out)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "EnvSnapshot":
+    def from_dict(cls, data: dict[str, Any]) -> EnvSnapshot:
         """Reads back `to_dict()` output (e.g. the snapshot stored in a run manifest)."""
+
         def opt(kind: type, value: Any) -> Any:
             return None if value is None else kind(**value)
 
         topo = data.get("topology")
         host = data.get("host")
         if topo is not None:
-            topo = Topology(devices=tuple(topo["devices"]), links=tuple(tuple(x) for x in topo["links"]),
-                            nics=tuple(tuple(x) for x in topo.get("nics", ())), source=topo.get("source", ""))
+            topo = Topology(
+                devices=tuple(topo["devices"]),
+                links=tuple(tuple(x) for x in topo["links"]),
+                nics=tuple(tuple(x) for x in topo.get("nics", ())),
+                source=topo.get("source", ""),
+            )
         if host is not None:
             rdma = host.get("rdma_devices")
-            host = HostInfo(**{**host, "ulimits": tuple(tuple(x) for x in host.get("ulimits", ())),
-                               "container_hints": tuple(host.get("container_hints", ())),
-                               "rdma_devices": None if rdma is None else tuple(RdmaDevice(**r) for r in rdma)})
+            host = HostInfo(
+                **{
+                    **host,
+                    "ulimits": tuple(tuple(x) for x in host.get("ulimits", ())),
+                    "container_hints": tuple(host.get("container_hints", ())),
+                    "rdma_devices": None if rdma is None else tuple(RdmaDevice(**r) for r in rdma),
+                }
+            )
         return cls(
-            source=data["source"], taken_at=data["taken_at"], driver=opt(DriverInfo, data.get("driver")),
-            gpus=[GpuInfo(**g) for g in data.get("gpus", ())], gpu_note=data.get("gpu_note"),
-            topology=topo, cuda_visible_devices=data.get("cuda_visible_devices"),
-            software=opt(Software, data.get("software")), host=host, env=dict(data.get("env", {})),
-            notes=tuple(data.get("notes", ())), files=tuple(tuple(x) for x in data.get("files", ())),
+            source=data["source"],
+            taken_at=data["taken_at"],
+            driver=opt(DriverInfo, data.get("driver")),
+            gpus=[GpuInfo(**g) for g in data.get("gpus", ())],
+            gpu_note=data.get("gpu_note"),
+            topology=topo,
+            cuda_visible_devices=data.get("cuda_visible_devices"),
+            software=opt(Software, data.get("software")),
+            host=host,
+            env=dict(data.get("env", {})),
+            notes=tuple(data.get("notes", ())),
+            files=tuple(tuple(x) for x in data.get("files", ())),
             schema=data.get("schema", SCHEMA),
         )
 
@@ -190,4 +207,3 @@ def _redact_tree(obj: Any) -> Any:
     if isinstance(obj, str):
         return redact(obj)
     return obj
-

@@ -20,16 +20,20 @@ _DEVICE_COLUMN = re.compile(r"^(GPU\d+|NIC\d+|mlx\d+_\d+)$")
 def parse_smi_xml(text: str, source: str) -> tuple[DriverInfo, tuple[GpuInfo, ...]]:
     """Driver and GPUs from `nvidia-smi -q -x` output."""
     if "<!ENTITY" in text:
-        raise InputError(f"{source}: XML with entity declarations is not nvidia-smi output",
-                         "capture it again with `nvidia-smi -q -x > nvidia-smi-q.xml`")
+        raise InputError(
+            f"{source}: XML with entity declarations is not nvidia-smi output",
+            "capture it again with `nvidia-smi -q -x > nvidia-smi-q.xml`",
+        )
     try:
         root = ET.fromstring(text)
     except ET.ParseError as err:
-        raise InputError(f"{source}: not well-formed XML ({err})",
-                         "capture it again with `nvidia-smi -q -x > nvidia-smi-q.xml`") from None
+        raise InputError(
+            f"{source}: not well-formed XML ({err})", "capture it again with `nvidia-smi -q -x > nvidia-smi-q.xml`"
+        ) from None
     if root.tag != "nvidia_smi_log":
-        raise InputError(f"{source}: root element is <{root.tag}>, not <nvidia_smi_log>",
-                         "pass the output of `nvidia-smi -q -x`")
+        raise InputError(
+            f"{source}: root element is <{root.tag}>, not <nvidia_smi_log>", "pass the output of `nvidia-smi -q -x`"
+        )
     driver = DriverInfo(_text(root, "driver_version"), _text(root, "cuda_version"), source)
     gpus = tuple(_gpu(i, node) for i, node in enumerate(root.findall("gpu")))
     return driver, gpus
@@ -72,15 +76,16 @@ def parse_topo(text: str, source: str) -> Topology:
     # The header names the columns; every matrix row has an "X" on its diagonal.
     header = next((ln for ln in lines if "GPU0" in ln.split() and "X" not in ln.split()), None)
     if header is None:
-        raise InputError(f"{source}: no device header (GPU0 ...) found",
-                         "capture it again with `nvidia-smi topo -m > topo-m.txt`")
+        raise InputError(
+            f"{source}: no device header (GPU0 ...) found", "capture it again with `nvidia-smi topo -m > topo-m.txt`"
+        )
     devices = tuple(tok for tok in header.split() if _DEVICE_COLUMN.match(tok))
     links: list[tuple[str, str, str]] = []
     for line in lines:
         cells = line.split()
         if not cells or cells[0] not in devices or "X" not in cells:
             continue
-        for other, cell in zip(devices, cells[1:1 + len(devices)]):
+        for other, cell in zip(devices, cells[1 : 1 + len(devices)], strict=False):
             if other != cells[0] and cell != "X":
                 links.append((cells[0], other, cell))
     nics = tuple((m.group(1), m.group(2)) for m in re.finditer(r"^\s*(NIC\d+):\s*(\S+)", text, re.MULTILINE))

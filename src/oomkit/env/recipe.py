@@ -175,8 +175,10 @@ def load_recipe(path: str | os.PathLike[str]) -> Recipe:
         raise InputError(f"{p}: cannot read the recipe (no such file)", "pass a vLLM recipes YAML file")
     data = load_yaml(p, "recipe", "pass a vLLM recipes YAML file", loader=_NoFloatLoader)
     if not isinstance(data, dict) or "model" not in data:
-        raise InputError(f"{p}: not a vLLM recipe (no `model:` section)",
-                         "recipes look like vllm-project/recipes models/<org>/<model>.yaml")
+        raise InputError(
+            f"{p}: not a vLLM recipe (no `model:` section)",
+            "recipes look like vllm-project/recipes models/<org>/<model>.yaml",
+        )
     try:
         return Recipe.model_validate(data)
     except ValidationError as err:
@@ -196,12 +198,20 @@ class ProsePattern:
 PROSE_PATTERNS = (
     ProsePattern("driver_min", r"\br(\d{3})\+", "K3 recipe: 'the host needs an r580+ NVIDIA driver'"),
     ProsePattern("driver_min", r"driver\s*(?:version\s*)?(?:>=|≥)\s*r?(\d{3})\b", "common 'driver >= 580' wording"),
-    ProsePattern("cuda_build_only", r"CUDA\s+(\d+)(?:\.\d+)?\s*\((cu\d{3})\)\s*build\s+only",
-                 "K3 recipe: 'CUDA 13 (cu130) build only'"),
-    ProsePattern("all2all", r"--all2all-backend\s+`?(\w+)`?\s+for\s+(RDMA|NVLink)",
-                 "K3 recipe notes: '--all2all-backend deepep_v2 for RDMA and ... for NVLink'"),
+    ProsePattern(
+        "cuda_build_only",
+        r"CUDA\s+(\d+)(?:\.\d+)?\s*\((cu\d{3})\)\s*build\s+only",
+        "K3 recipe: 'CUDA 13 (cu130) build only'",
+    ),
+    ProsePattern(
+        "all2all",
+        r"--all2all-backend\s+`?(\w+)`?\s+for\s+(RDMA|NVLink)",
+        "K3 recipe notes: '--all2all-backend deepep_v2 for RDMA and ... for NVLink'",
+    ),
     ProsePattern("pin", r"\bvllm==(\d[\w.]*)", "Kimi-Linear recipe dependencies: 'Pin vllm==0.11.2'"),
-    ProsePattern("broken", r"\b(\d+\.\d+\.\d+)\s+has a known", "Kimi-Linear recipe: '0.12.0 has a known ... regression'"),
+    ProsePattern(
+        "broken", r"\b(\d+\.\d+\.\d+)\s+has a known", "Kimi-Linear recipe: '0.12.0 has a known ... regression'"
+    ),
 )
 
 

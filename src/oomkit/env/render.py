@@ -53,8 +53,11 @@ def render_snapshot(snap: EnvSnapshot, width: int = 100) -> str:
             ("packages from", sw.source),
         ]
     if h:
-        rdma = "not captured" if h.rdma_devices is None else (
-            ", ".join(f"{r.name} {r.link_layer or ''} {r.state or ''}".strip() for r in h.rdma_devices) or "none")
+        rdma = (
+            "not captured"
+            if h.rdma_devices is None
+            else (", ".join(f"{r.name} {r.link_layer or ''} {r.state or ''}".strip() for r in h.rdma_devices) or "none")
+        )
         rows += [
             ("CPU", f"{h.cpu_model or 'unknown'} ({h.cpu_count or '?'} CPUs)"),
             ("RAM", f"{_gib(h.ram_total_bytes)} total, {_gib(h.ram_available_bytes)} available"),
@@ -78,32 +81,44 @@ def render_snapshot(snap: EnvSnapshot, width: int = 100) -> str:
 def _gpu_table(snap: EnvSnapshot) -> list[str]:
     visible = {g.index for g in snap.visible_gpus}
     header = ("idx", "name", "memory", "MIG", "bus id", "uuid", "fabric")
-    body = [(f"{g.index}{'' if g.index in visible else ' (hidden)'}", g.name, _gib(g.memory_total_bytes),
-             g.mig_mode or "n/a", g.pci_bus_id or "?", g.uuid or "?",
-             ("NVL domain" if g.in_multi_node_nvlink else (g.fabric_state or "n/a"))) for g in snap.gpus]
+    body = [
+        (
+            f"{g.index}{'' if g.index in visible else ' (hidden)'}",
+            g.name,
+            _gib(g.memory_total_bytes),
+            g.mig_mode or "n/a",
+            g.pci_bus_id or "?",
+            g.uuid or "?",
+            ("NVL domain" if g.in_multi_node_nvlink else (g.fabric_state or "n/a")),
+        )
+        for g in snap.gpus
+    ]
     widths = [max(len(r[i]) for r in (header, *body)) for i in range(len(header))]
-    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in (header, *body)]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in (header, *body)]
 
 
 def _topology_summary(snap: EnvSnapshot) -> str:
     topo = snap.topology
     assert topo is not None
     gpus = topo.gpus
-    kinds = sorted({topo.link(a, b) or "?" for i, a in enumerate(gpus) for b in gpus[i + 1:]})
+    kinds = sorted({topo.link(a, b) or "?" for i, a in enumerate(gpus) for b in gpus[i + 1 :]})
     nics = ", ".join(f"{n}={dev}" for n, dev in topo.nics)
     return f"{len(gpus)} GPUs, GPU-GPU links: {', '.join(kinds) or 'none'}" + (f"; NICs: {nics}" if nics else "")
 
 
 def render_check(report: CheckReport, width: int = 100) -> str:
-    lines = [f"{report.recipe}: {report.strategy} on {report.hardware or 'unknown hardware'}, "
-             f"variant {report.variant} (environment: {report.snapshot_source})", ""]
+    lines = [
+        f"{report.recipe}: {report.strategy} on {report.hardware or 'unknown hardware'}, "
+        f"variant {report.variant} (environment: {report.snapshot_source})",
+        "",
+    ]
     header = ("status", "requirement", "found")
     body = [(_STATUS[r.status], r.requirement, r.found) for r in report.rows]
     w0 = max(len(r[0]) for r in (header, *body))
     w1 = min(max(len(r[1]) for r in (header, *body)), _REQUIREMENT_WIDTH)
     w2 = max(width - w0 - w1 - 4, 24)
     lines.append(f"{header[0].ljust(w0)}  {header[1].ljust(w1)}  {header[2]}")
-    for row, (status, req, found) in zip(report.rows, body):
+    for row, (status, req, found) in zip(report.rows, body, strict=False):
         req_lines = _wrap(req, w1) or [""]
         found_lines = _wrap(found, w2) or [""]
         why_lines = _wrap(f"why: {row.why}", w2)
@@ -114,8 +129,11 @@ def render_check(report: CheckReport, width: int = 100) -> str:
             lines.append(f"{left}  {mid}  {right[i] if i < len(right) else ''}".rstrip())
     lines += ["", f"overall: {_STATUS[report.overall]}"]
     if report.args or report.env:
-        lines += ["", f"the recipe sets for {report.hardware or 'this hardware'} / {report.strategy} "
-                      "(oomkit env --print-command writes the full command):"]
+        lines += [
+            "",
+            f"the recipe sets for {report.hardware or 'this hardware'} / {report.strategy} "
+            "(oomkit env --print-command writes the full command):",
+        ]
         if report.args:
             lines += _wrap("args: " + shlex.join(report.args), width, subsequent_indent="  ")
         lines += [f"env:  {k}={v}" for k, v in report.env.items()]

@@ -23,8 +23,10 @@ WHY = {
     "version": "older builds lack the model's architecture or kernels: startup fails before any memory question",
     "pin": "the recipe pins this version; others are untested for this model",
     "build": "a build for another CUDA (or the CPU) lacks the kernels the recipe's images ship",
-    "driver": ("the recipe's builds need this driver branch; an older one fails at CUDA init, "
-               "which looks like a crash, not an OOM"),
+    "driver": (
+        "the recipe's builds need this driver branch; an older one fails at CUDA init, "
+        "which looks like a crash, not an OOM"
+    ),
     "driver_cuda": "a driver below the build's CUDA version fails at CUDA init (error 35: driver insufficient)",
     "model": "unverified GPUs may lack the kernels (FP4/MLA) or the memory the recipe's settings assume",
     "strategy": "the recipe validated this layout only on the hardware it lists",
@@ -89,16 +91,24 @@ def build(prose: ProseFacts, snap: EnvSnapshot, hardware: str | None) -> Row | N
         major, tag = prose.cuda_build
         req, source, want = f"CUDA {major} build ({tag})", "install notes", f"cu{major}"
     elif vendor in ("nvidia", "amd"):
-        req, source, want = ("a CUDA build", "hardware", "cu") if vendor == "nvidia" else ("a ROCm build", "hardware", "rocm")
+        req, source, want = (
+            ("a CUDA build", "hardware", "cu") if vendor == "nvidia" else ("a ROCm build", "hardware", "rocm")
+        )
     else:
         return None
     sw = snap.software
     if sw is None or (sw.cuda_flavour is None and sw.torch_cuda is None):
         found = "no package list captured" if sw is None else f"torch {sw.torch_version or 'not installed'}"
         return req, found, UNKNOWN, f"{WHY['build']}; the CUDA flavour of torch is unknown", source
-    found = ", ".join(x for x in (f"{sw.vllm_distribution} {sw.vllm_version}" if sw.vllm_distribution else "",
-                                  f"torch {sw.torch_version}" if sw.torch_version else "",
-                                  f"CUDA {sw.torch_cuda}" if sw.torch_cuda else sw.cuda_flavour or "") if x)
+    found = ", ".join(
+        x
+        for x in (
+            f"{sw.vllm_distribution} {sw.vllm_version}" if sw.vllm_distribution else "",
+            f"torch {sw.torch_version}" if sw.torch_version else "",
+            f"CUDA {sw.torch_cuda}" if sw.torch_cuda else sw.cuda_flavour or "",
+        )
+        if x
+    )
     return req, found, PASS if _build_is(sw.cuda_flavour, sw.torch_cuda, want) else FAIL, WHY["build"], source
 
 
@@ -221,8 +231,11 @@ def capacity(rec: Recipe, sel: Selection, snap: EnvSnapshot, nodes: int) -> Row 
     if nodes > 1:
         found += f"; {nodes} nodes like this one: {nodes * node_gb:.0f} GB"
     total = nodes * node_gb
-    short = "" if total >= need else (
-        f"; short by {need - total:.0f} GB ({math.ceil(need / node_gb)} nodes like this one would hold it)")
+    short = (
+        ""
+        if total >= need
+        else (f"; short by {need - total:.0f} GB ({math.ceil(need / node_gb)} nodes like this one would hold it)")
+    )
     return req, found, PASS if total >= need else FAIL, WHY["capacity"] + short, source
 
 
@@ -248,12 +261,12 @@ def interconnect(strat: Strategy, snap: EnvSnapshot) -> Row | None:
     ok = snap.topology.nvlink_all_pairs(names)
     if ok is None:
         return req, "topology lacks some GPU pairs", UNKNOWN, WHY["tp_link"], "oomkit"
-    kinds = sorted({snap.topology.link(a, b) or "?" for i, a in enumerate(names) for b in names[i + 1:]})
+    kinds = sorted({snap.topology.link(a, b) or "?" for i, a in enumerate(names) for b in names[i + 1 :]})
     return req, f"{', '.join(kinds)} between {len(names)} GPUs", PASS if ok else FAIL, WHY["tp_link"], "oomkit"
 
 
 def fabric(snap: EnvSnapshot) -> str | None:
-    """"nvlink" for a multi-node NVLink domain, "rdma" for active RDMA ports, else None."""
+    """ "nvlink" for a multi-node NVLink domain, "rdma" for active RDMA ports, else None."""
     gpus = snap.visible_gpus
     if gpus and all(g.in_multi_node_nvlink for g in gpus):
         return "nvlink"
@@ -313,5 +326,10 @@ def env_conflicts(wanted: dict[str, str], snap: EnvSnapshot) -> Row | None:
 def other_nodes(strat: Strategy, nodes: int, snap: EnvSnapshot) -> Row | None:
     if not strat.multi_node:
         return None
-    return (f"{nodes} nodes like this one", "1 node checked", UNKNOWN,
-            f"{WHY['nodes']}: run `oomkit env --recipe ...` on each (or --from a capture of each)", "oomkit")
+    return (
+        f"{nodes} nodes like this one",
+        "1 node checked",
+        UNKNOWN,
+        f"{WHY['nodes']}: run `oomkit env --recipe ...` on each (or --from a capture of each)",
+        "oomkit",
+    )

@@ -25,9 +25,16 @@ class Selection:
     features: tuple[str, ...]
 
 
-def select(recipe: Recipe, snapshot: EnvSnapshot | None, strategy: str | None, hardware: str | None,
-           variant: str | None = None, features: tuple[str, ...] = (), *, default_hardware: bool = False
-           ) -> Selection:
+def select(
+    recipe: Recipe,
+    snapshot: EnvSnapshot | None,
+    strategy: str | None,
+    hardware: str | None,
+    variant: str | None = None,
+    features: tuple[str, ...] = (),
+    *,
+    default_hardware: bool = False,
+) -> Selection:
     """Validates the names; `default_hardware` falls back to the recipe's `default_hardware`."""
     names = recipe.strategies()
     chosen = strategy or recipe.default_strategy or (names[0] if names else None)
@@ -35,8 +42,9 @@ def select(recipe: Recipe, snapshot: EnvSnapshot | None, strategy: str | None, h
         raise UsageError(f"{recipe.name}: the recipe lists no strategies", "pass --strategy NAME")
     _known(chosen, names, "strategy", recipe.name)
     if chosen not in STRATEGIES:
-        raise UsageError(f"strategy {chosen!r} is not one oomkit knows how to lay out",
-                         f"known: {', '.join(STRATEGIES)}")
+        raise UsageError(
+            f"strategy {chosen!r} is not one oomkit knows how to lay out", f"known: {', '.join(STRATEGIES)}"
+        )
     hw = hardware or detected_hardware(snapshot)
     if hardware:
         _known(hardware, tuple(dict.fromkeys([*recipe.meta.hardware, *BY_KEY])), "hardware", recipe.name)
@@ -54,12 +62,15 @@ def _check_features(recipe: Recipe, strategy: str, features: tuple[str, ...]) ->
         _known(feat, tuple(recipe.features), "feature", recipe.name)
         clash = [f for f in _EXCLUSIVE.findall(recipe.features[feat].description) if f in features]
         if clash:
-            raise UsageError(f"{recipe.name}: features {feat!r} and {clash[0]!r} are mutually exclusive",
-                             "pass only one of them")
+            raise UsageError(
+                f"{recipe.name}: features {feat!r} and {clash[0]!r} are mutually exclusive", "pass only one of them"
+            )
         allowed = recipe.features[feat].strategies
         if allowed is not None and strategy not in allowed:
-            raise UsageError(f"{recipe.name}: feature {feat!r} is not offered for {strategy}",
-                             f"the recipe allows it for: {', '.join(allowed)}")
+            raise UsageError(
+                f"{recipe.name}: feature {feat!r} is not offered for {strategy}",
+                f"the recipe allows it for: {', '.join(allowed)}",
+            )
 
 
 def detected_hardware(snapshot: EnvSnapshot | None) -> str | None:

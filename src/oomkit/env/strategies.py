@@ -21,18 +21,29 @@ class Strategy:
     source: str = _RECIPES
 
 
-STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
-    Strategy("single_node_tp", False, "node", "one", "one", False),
-    Strategy("single_node_tep", False, "node", "one", "one", True),
-    Strategy("single_node_dep", False, "one", "one", "node", True),
-    Strategy("multi_node_tp", True, "all", "one", "one", False),
-    Strategy("multi_node_tep", True, "all", "one", "one", True),
-    Strategy("multi_node_tp_pp", True, "node", "nodes", "one", False),
-    Strategy("multi_node_dep", True, "one", "one", "all", True),
-    Strategy("multi_node_tp_dp", True, "node", "one", "nodes", False),
-    Strategy("pd_cluster", True, "node", "one", "one", True, disaggregated=True,
-             source=f"{_RECIPES}; pools from strategy_overrides.pd_cluster.prefill/decode"),
-)}
+STRATEGIES: dict[str, Strategy] = {
+    s.name: s
+    for s in (
+        Strategy("single_node_tp", False, "node", "one", "one", False),
+        Strategy("single_node_tep", False, "node", "one", "one", True),
+        Strategy("single_node_dep", False, "one", "one", "node", True),
+        Strategy("multi_node_tp", True, "all", "one", "one", False),
+        Strategy("multi_node_tep", True, "all", "one", "one", True),
+        Strategy("multi_node_tp_pp", True, "node", "nodes", "one", False),
+        Strategy("multi_node_dep", True, "one", "one", "all", True),
+        Strategy("multi_node_tp_dp", True, "node", "one", "nodes", False),
+        Strategy(
+            "pd_cluster",
+            True,
+            "node",
+            "one",
+            "one",
+            True,
+            disaggregated=True,
+            source=f"{_RECIPES}; pools from strategy_overrides.pd_cluster.prefill/decode",
+        ),
+    )
+}
 
 # Pool parallelism names in `strategy_overrides.pd_cluster.{prefill,decode}.parallelism`.
 POOL_STRATEGY = {"tp": "single_node_tp", "tep": "single_node_tep", "dep": "single_node_dep"}
@@ -83,8 +94,9 @@ def nodes_needed(strategy: Strategy, min_gpus: int, gpus_per_node: int) -> int:
     return max(2, math.ceil(min_gpus / max(gpus_per_node, 1)))
 
 
-def layout(strategy: Strategy, gpus_per_node: int, min_gpus: int, tp_override: int | None = None,
-           nodes: int | None = None) -> Layout:
+def layout(
+    strategy: Strategy, gpus_per_node: int, min_gpus: int, tp_override: int | None = None, nodes: int | None = None
+) -> Layout:
     n = nodes or nodes_needed(strategy, min_gpus, gpus_per_node)
     total = n * gpus_per_node
     size = {"node": gpus_per_node, "all": total, "nodes": n, "one": 1}

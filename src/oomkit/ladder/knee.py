@@ -33,8 +33,9 @@ class Knee:
         return asdict(self)
 
 
-async def find_knee(run_rung: Callable[[int], Awaitable[Rung]], max_concurrency: int,
-                    start: int = 1) -> tuple[list[Rung], Knee]:
+async def find_knee(
+    run_rung: Callable[[int], Awaitable[Rung]], max_concurrency: int, start: int = 1
+) -> tuple[list[Rung], Knee]:
     rungs: list[Rung] = []
     last_good: int | None = None
     c = max(1, min(start, max_concurrency))

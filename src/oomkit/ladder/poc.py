@@ -8,29 +8,42 @@ from oomkit.ladder.knee import Knee
 
 # Scenarios a ladder run never covers (why each matters for memory, as our own notes).
 NEVER_TESTED = (
-    ("hours of sustained traffic", "fragmentation, slow leaks and prefix-cache churn show up over hours, "
-                                   "a ladder runs minutes"),
+    (
+        "hours of sustained traffic",
+        "fragmentation, slow leaks and prefix-cache churn show up over hours, a ladder runs minutes",
+    ),
     ("open-loop arrivals (bursts)", "the ladder is closed-loop: a burst can queue more requests than any rung"),
     ("many distinct sessions evicting the prefix cache", "the rungs reuse the request set's few sessions"),
 )
 STEP_NAMES = ("short_request", "tool_call", "agent_steps", "history_doubling", "concurrency", "repeat")
 
 
-def build_poc(steps: dict[str, Any], knee: Knee | None, context: dict[str, Any], memory_source: str | None,
-              max_concurrency: int, stopped_at: str | None) -> dict[str, Any]:
+def build_poc(
+    steps: dict[str, Any],
+    knee: Knee | None,
+    context: dict[str, Any],
+    memory_source: str | None,
+    max_concurrency: int,
+    stopped_at: str | None,
+) -> dict[str, Any]:
     """`steps`: step name -> StepResult (only the steps that ran)."""
     short, tool, repeat = steps.get("short_request"), steps.get("tool_call"), steps.get("repeat")
     peaks = [s.peak_memory_bytes for s in steps.values() if s.peak_memory_bytes is not None]
     repeat_short = bool(repeat and repeat.detail.get("identical_by_step", {}).get("short_request"))
-    untested = [f"step {name} (not reached: the ladder stopped at {stopped_at})" if stopped_at else f"step {name}"
-                for name in STEP_NAMES if name not in steps]
+    untested = [
+        f"step {name} (not reached: the ladder stopped at {stopped_at})" if stopped_at else f"step {name}"
+        for name in STEP_NAMES
+        if name not in steps
+    ]
     if "tool_call" in steps and tool.detail.get("skipped"):
         untested.append("tool calling (the workload defines no tools)")
     if knee is not None and knee.reason == "limit":
         untested.append(f"concurrency above {max_concurrency} (no knee up to --max-concurrency)")
     if steps.get("history_doubling") and not context.get("found"):
-        untested.append(f"prompts longer than {context.get('largest_ok_prompt_tokens')} tokens "
-                        "(the doubling stopped at its limit before the context did)")
+        untested.append(
+            f"prompts longer than {context.get('largest_ok_prompt_tokens')} tokens "
+            "(the doubling stopped at its limit before the context did)"
+        )
     if not peaks:
         untested.append(f"server memory ({memory_source or 'not measured'})")
     elif memory_source and memory_source.startswith("RSS"):

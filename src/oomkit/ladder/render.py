@@ -26,15 +26,26 @@ def _num(v: float | None, fmt: str = "{:g}") -> str:
 
 def table(rows: list[tuple[str, ...]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in rows)
 
 
 def render(result: LadderResult) -> str:
     rows = [COLUMNS]
     for s in result.steps:
-        rows.append((s.name, "yes" if s.ok else "NO", s.phase, size(s.peak_memory_bytes),
-                     _num(s.max_kv_usage, "{:.0%}"), _num(s.preemptions), ms(s.ttft_ms_p50), ms(s.ttft_ms_p95),
-                     ms(s.latency_ms_p95), str(s.errors)))
+        rows.append(
+            (
+                s.name,
+                "yes" if s.ok else "NO",
+                s.phase,
+                size(s.peak_memory_bytes),
+                _num(s.max_kv_usage, "{:.0%}"),
+                _num(s.preemptions),
+                ms(s.ttft_ms_p50),
+                ms(s.ttft_ms_p95),
+                ms(s.latency_ms_p95),
+                str(s.errors),
+            )
+        )
     lines = [table(rows), ""]
     for s in result.steps:
         lines += [f"  {s.name}: {note}" for note in s.notes]
@@ -43,8 +54,13 @@ def render(result: LadderResult) -> str:
         at = f"at concurrency {k.concurrency}" if k.concurrency else "not found"
         lines.append(f"knee: {at} ({k.reason}; last good {k.last_good})")
     poc = result.poc
-    checks = ("short_request_stable", "tool_calling_valid", "repeat_run_identical", "context_limit_found",
-              "peak_memory_recorded")
+    checks = (
+        "short_request_stable",
+        "tool_calling_valid",
+        "repeat_run_identical",
+        "context_limit_found",
+        "peak_memory_recorded",
+    )
     lines.append("poc: " + ", ".join(f"{c} {'yes' if poc.get(c) else 'no'}" for c in checks))
     if poc.get("context_limit_tokens"):
         lines.append(f"context limit: {poc['context_limit_tokens']} tokens")

@@ -35,20 +35,37 @@ class StepResult:
 
     def to_dict(self) -> dict[str, Any]:
         r = _round
-        return {"name": self.name, "ok": self.ok, "phase": self.phase, "peak_memory_bytes": self.peak_memory_bytes,
-                "max_kv_usage": r(self.max_kv_usage), "preemptions": r(self.preemptions),
-                "ttft_ms_p50": r(self.ttft_ms_p50), "ttft_ms_p95": r(self.ttft_ms_p95),
-                "latency_ms_p95": r(self.latency_ms_p95), "errors": self.errors, "requests": self.requests,
-                "duration_s": r(self.duration_s), "notes": list(self.notes), "detail": self.detail,
-                "failure": self.failure.to_dict() if self.failure else None}
+        return {
+            "name": self.name,
+            "ok": self.ok,
+            "phase": self.phase,
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "max_kv_usage": r(self.max_kv_usage),
+            "preemptions": r(self.preemptions),
+            "ttft_ms_p50": r(self.ttft_ms_p50),
+            "ttft_ms_p95": r(self.ttft_ms_p95),
+            "latency_ms_p95": r(self.latency_ms_p95),
+            "errors": self.errors,
+            "requests": self.requests,
+            "duration_s": r(self.duration_s),
+            "notes": list(self.notes),
+            "detail": self.detail,
+            "failure": self.failure.to_dict() if self.failure else None,
+        }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "StepResult":
+    def from_dict(cls, d: dict[str, Any]) -> StepResult:
         """A steps.jsonl line (or a step of ladder.json) as the StepResult that wrote it."""
         kept = {f.name: d[f.name] for f in fields(cls) if f.name in d}
         failure = d.get("failure")
-        return cls(**{**kept, "notes": tuple(d.get("notes") or ()), "detail": dict(d.get("detail") or {}),
-                      "failure": Failure(**failure) if isinstance(failure, dict) else None})
+        return cls(
+            **{
+                **kept,
+                "notes": tuple(d.get("notes") or ()),
+                "detail": dict(d.get("detail") or {}),
+                "failure": Failure(**failure) if isinstance(failure, dict) else None,
+            }
+        )
 
 
 def server_died(failure: Failure | None) -> bool:
@@ -71,8 +88,14 @@ def _sum(values: list[Any]) -> Any:
     return sum(seen) if seen else None
 
 
-def from_windows(name: str, windows: list[Window], ok: bool, failure: Failure | None = None,
-                 notes: tuple[str, ...] = (), detail: dict[str, Any] | None = None) -> StepResult:
+def from_windows(
+    name: str,
+    windows: list[Window],
+    ok: bool,
+    failure: Failure | None = None,
+    notes: tuple[str, ...] = (),
+    detail: dict[str, Any] | None = None,
+) -> StepResult:
     records = [r for w in windows for r in w.records]
     good = [r for r in records if r.ok]
     ttft = [r.ttft_ms for r in good if r.ttft_ms is not None]
@@ -80,9 +103,19 @@ def from_windows(name: str, windows: list[Window], ok: bool, failure: Failure | 
     preemptions = _sum([w.deltas.preemptions for w in windows])
     phase = failure.phase if failure else ("cache_pressure" if preemptions else "healthy")
     return StepResult(
-        name=name, ok=ok and failure is None, phase=phase,
+        name=name,
+        ok=ok and failure is None,
+        phase=phase,
         peak_memory_bytes=_max([w.peak_memory_bytes for w in windows]),
-        max_kv_usage=_max([w.deltas.max_kv_usage for w in windows]), preemptions=preemptions,
-        ttft_ms_p50=percentile(ttft, 50), ttft_ms_p95=percentile(ttft, 95), latency_ms_p95=percentile(latency, 95),
-        errors=len(records) - len(good), requests=len(records), duration_s=sum(w.duration_s for w in windows),
-        notes=notes, detail=detail or {}, failure=failure)
+        max_kv_usage=_max([w.deltas.max_kv_usage for w in windows]),
+        preemptions=preemptions,
+        ttft_ms_p50=percentile(ttft, 50),
+        ttft_ms_p95=percentile(ttft, 95),
+        latency_ms_p95=percentile(latency, 95),
+        errors=len(records) - len(good),
+        requests=len(records),
+        duration_s=sum(w.duration_s for w in windows),
+        notes=notes,
+        detail=detail or {},
+        failure=failure,
+    )

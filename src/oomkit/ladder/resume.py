@@ -40,10 +40,17 @@ class Done:
 
 def window_line(rung: Rung, window: Window, attempt: int) -> dict[str, Any]:
     """The rungs.jsonl line of a finished rung: its verdict and what its window measured."""
-    return {"attempt": attempt, **rung.to_dict(),
-            "window": {"label": window.label, "deltas": window.deltas.to_dict(),
-                       "peak_memory_bytes": window.peak_memory_bytes, "started_unix_s": window.started_unix_s,
-                       "duration_s": window.duration_s}}
+    return {
+        "attempt": attempt,
+        **rung.to_dict(),
+        "window": {
+            "label": window.label,
+            "deltas": window.deltas.to_dict(),
+            "peak_memory_bytes": window.peak_memory_bytes,
+            "started_unix_s": window.started_unix_s,
+            "duration_s": window.duration_s,
+        },
+    }
 
 
 def read_done(run: RunDir, rs: RequestSet) -> Done:
@@ -59,8 +66,11 @@ def read_done(run: RunDir, rs: RequestSet) -> Done:
             if not step.server_died:  # the server died under it: no result, it runs again
                 steps[line["name"]] = (step, attempt_of(line))
     by_id = {r.id: r for r in rs.requests}
-    sent = {name: [(by_id[r.request_id], r) for r in records[(name, attempt)] if r.request_id in by_id]
-            for name, (_, attempt) in steps.items() if name in SENT_STEPS}
+    sent = {
+        name: [(by_id[r.request_id], r) for r in records[(name, attempt)] if r.request_id in by_id]
+        for name, (_, attempt) in steps.items()
+        if name in SENT_STEPS
+    }
     done = {name: step for name, (step, _) in steps.items()}
     history = done.get("history_doubling")
     concurrency = done.get("concurrency")
@@ -77,7 +87,13 @@ def _rungs(run: RunDir, records: dict[tuple[str, int], list[RequestRecord]]) -> 
         if not isinstance(c, int) or c in out or "label" not in w:
             continue
         deltas = MetricDeltas(**{k: v for k, v in (w.get("deltas") or {"scrapes": 0}).items() if k in _DELTA_FIELDS})
-        window = Window(w["label"], tuple(records[(w["label"], attempt_of(line))]), deltas, w.get("peak_memory_bytes"),
-                        float(w.get("started_unix_s") or 0.0), float(w.get("duration_s") or 0.0))
+        window = Window(
+            w["label"],
+            tuple(records[(w["label"], attempt_of(line))]),
+            deltas,
+            w.get("peak_memory_bytes"),
+            float(w.get("started_unix_s") or 0.0),
+            float(w.get("duration_s") or 0.0),
+        )
         out[c] = (Rung(c, str(line.get("verdict")), dict(line.get("detail") or {})), window)
     return out

@@ -14,16 +14,16 @@ from typing import Any
 from oomkit.bench.engine import Load, run_async
 from oomkit.bench.failure import Failure
 from oomkit.bench.prepare import TargetSpec, open_target, run_folder
-from oomkit.bench.resume import new_request_set, open_resume
 from oomkit.bench.progress import NoProgress, Progress
+from oomkit.bench.resume import new_request_set, open_resume
 from oomkit.bench.target import Target
 from oomkit.client.chat import ClientOptions
 from oomkit.errors import RunFailed
 from oomkit.fsio import write_json_atomic
 from oomkit.ladder.knee import Knee
 from oomkit.ladder.poc import build_poc
-from oomkit.ladder.resume import RUNGS_FILE, STEPS_FILE, Done, read_done, window_line
 from oomkit.ladder.result import StepResult, server_died
+from oomkit.ladder.resume import RUNGS_FILE, STEPS_FILE, Done, read_done, window_line
 from oomkit.ladder.steps import STEPS, Ctx, LadderOptions
 from oomkit.rundir import RunDir, redact_obj
 from oomkit.workload.requestset import RequestSet
@@ -52,29 +52,58 @@ class LadderResult:
         return server_died(self.failure)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run_dir": str(self.run_dir), "request_set_id": self.request_set_id, "ran": self.ran,
-                "steps": [s.to_dict() for s in self.steps],
-                "knee": self.knee.to_dict() if self.knee else {"concurrency": None, "reason": "not reached",
-                                                                 "last_good": None},
-                "poc": self.poc, "failure": self.failure.to_dict() if self.failure else None,
-                "stopped_at": self.stopped_at, "server_died": self.server_died, "interrupted": self.interrupted,
-                "memory_source": self.memory_source, "target": self.target, "notes": list(self.notes)}
+        return {
+            "run_dir": str(self.run_dir),
+            "request_set_id": self.request_set_id,
+            "ran": self.ran,
+            "steps": [s.to_dict() for s in self.steps],
+            "knee": self.knee.to_dict()
+            if self.knee
+            else {"concurrency": None, "reason": "not reached", "last_good": None},
+            "poc": self.poc,
+            "failure": self.failure.to_dict() if self.failure else None,
+            "stopped_at": self.stopped_at,
+            "server_died": self.server_died,
+            "interrupted": self.interrupted,
+            "memory_source": self.memory_source,
+            "target": self.target,
+            "notes": list(self.notes),
+        }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], notes: tuple[str, ...] = ()) -> "LadderResult":
+    def from_dict(cls, d: dict[str, Any], notes: tuple[str, ...] = ()) -> LadderResult:
         """ladder.json as the result that wrote it (`ran` False: read back, not run)."""
         knee = d.get("knee") or {}
         failure = d.get("failure")
-        return cls(Path(d["run_dir"]), d.get("request_set_id", ""), tuple(StepResult.from_dict(s) for s in d["steps"]),
-                   Knee(**knee) if knee and knee.get("reason") != "not reached" else None,
-                   dict(d.get("poc") or {}), Failure(**failure) if isinstance(failure, dict) else None,
-                   d.get("stopped_at"), bool(d.get("interrupted")), str(d.get("memory_source") or ""),
-                   dict(d.get("target") or {}), tuple(d.get("notes") or ()) + notes, ran=False)
+        return cls(
+            Path(d["run_dir"]),
+            d.get("request_set_id", ""),
+            tuple(StepResult.from_dict(s) for s in d["steps"]),
+            Knee(**knee) if knee and knee.get("reason") != "not reached" else None,
+            dict(d.get("poc") or {}),
+            Failure(**failure) if isinstance(failure, dict) else None,
+            d.get("stopped_at"),
+            bool(d.get("interrupted")),
+            str(d.get("memory_source") or ""),
+            dict(d.get("target") or {}),
+            tuple(d.get("notes") or ()) + notes,
+            ran=False,
+        )
 
 
-async def run_steps(target: Target, run: RunDir, rs: RequestSet, opts: LadderOptions, client: ClientOptions,
-                    memory: str, progress: Progress, notes: tuple[str, ...] = (), *, done: Done = Done(),
-                    attempt: int = 0) -> LadderResult:
+async def run_steps(
+    target: Target,
+    run: RunDir,
+    rs: RequestSet,
+    opts: LadderOptions,
+    client: ClientOptions,
+    memory: str,
+    progress: Progress,
+    notes: tuple[str, ...] = (),
+    *,
+    done: Done = Done(),
+    attempt: int = 0,
+) -> LadderResult:
     """Run the steps in order; steps (and concurrency rungs) in `done` are kept, not sent again."""
     steps: dict[str, StepResult] = {}
     stopped_at: str | None = None
@@ -82,8 +111,18 @@ async def run_steps(target: Target, run: RunDir, rs: RequestSet, opts: LadderOpt
     steps_file = run.jsonl(STEPS_FILE, "one line per ladder step: phase, memory, KV, preemptions, latency")
     rungs_file = run.jsonl(RUNGS_FILE, "one line per finished concurrency rung (--resume skips it)")
     async with Load(target, run, client, memory, attempt=attempt) as load:
-        ctx = Ctx(load, target, rs, opts, progress, dict(done.sent), dict(done.context), done.knee, dict(done.rungs),
-                  lambda rung, window: rungs_file.append(redact_obj(window_line(rung, window, attempt))))
+        ctx = Ctx(
+            load,
+            target,
+            rs,
+            opts,
+            progress,
+            dict(done.sent),
+            dict(done.context),
+            done.knee,
+            dict(done.rungs),
+            lambda rung, window: rungs_file.append(redact_obj(window_line(rung, window, attempt))),
+        )
         try:
             keeping = True  # the finished steps are a prefix of STEPS: keep them until the first one to run
             for name, step in STEPS:
@@ -102,21 +141,44 @@ async def run_steps(target: Target, run: RunDir, rs: RequestSet, opts: LadderOpt
             steps_file.close()
             rungs_file.close()
         failure = next((s.failure for s in steps.values() if s.failure), None)
-        poc = build_poc(steps, ctx.knee, ctx.context, load.memory_note, opts.max_concurrency,
-                        stopped_at or ("interrupted" if interrupted else None))
-        result = LadderResult(run.path, rs.id, tuple(steps.values()), ctx.knee, poc, failure, stopped_at,
-                              interrupted, load.memory_note, target.describe(), notes)
+        poc = build_poc(
+            steps,
+            ctx.knee,
+            ctx.context,
+            load.memory_note,
+            opts.max_concurrency,
+            stopped_at or ("interrupted" if interrupted else None),
+        )
+        result = LadderResult(
+            run.path,
+            rs.id,
+            tuple(steps.values()),
+            ctx.knee,
+            poc,
+            failure,
+            stopped_at,
+            interrupted,
+            load.memory_note,
+            target.describe(),
+            notes,
+        )
     write_json_atomic(run.file("poc.json", "proof-of-concept criteria and what is still untested"), redact_obj(poc))
-    write_json_atomic(run.file("ladder.json", "the whole ladder result (what --json prints)"),
-                      redact_obj(result.to_dict()))
+    write_json_atomic(
+        run.file("ladder.json", "the whole ladder result (what --json prints)"), redact_obj(result.to_dict())
+    )
     if interrupted:
         raise KeyboardInterrupt
     return result
 
 
-def ladder(spec: TargetSpec, workload: str | None, opts: LadderOptions = LadderOptions(),
-           client: ClientOptions = ClientOptions(), progress: Progress = NoProgress(),
-           resume: str | None = None) -> LadderResult:
+def ladder(
+    spec: TargetSpec,
+    workload: str | None,
+    opts: LadderOptions = LadderOptions(),
+    client: ClientOptions = ClientOptions(),
+    progress: Progress = NoProgress(),
+    resume: str | None = None,
+) -> LadderResult:
     """Resolve the target, materialise or reuse the request set, run the steps, record everything.
     With `resume` (a ladder's folder) the recorded target, request set and options are used
     again, the finished steps and rungs are kept, and the rest runs."""
@@ -129,13 +191,28 @@ def ladder(spec: TargetSpec, workload: str | None, opts: LadderOptions = LadderO
     try:
         with job.holding() if job else contextlib.nullcontext(), open_target(spec) as target:
             run, ours = (job.attach(target), True) if job else run_folder(target, spec, "ladder")
-            rs, note = (job.request_set(), None) if job else new_request_set(run, "ladder", spec, workload, target,
-                                                                             {"options": opts.__dict__})
+            rs, note = (
+                (job.request_set(), None)
+                if job
+                else new_request_set(run, "ladder", spec, workload, target, {"options": opts.__dict__})
+            )
             done = read_done(run, rs) if job else Done()
             notes = ((note,) if note else ()) + (job.notes(done.kept()) if job else ())
             try:
-                result = run_async(run_steps(target, run, rs, opts, client, spec.memory, progress, notes, done=done,
-                                             attempt=job.attempt if job else 0))
+                result = run_async(
+                    run_steps(
+                        target,
+                        run,
+                        rs,
+                        opts,
+                        client,
+                        spec.memory,
+                        progress,
+                        notes,
+                        done=done,
+                        attempt=job.attempt if job else 0,
+                    )
+                )
             except KeyboardInterrupt:
                 if ours:
                     run.finish("interrupted")
@@ -158,8 +235,13 @@ def _record_end(run: RunDir, result: LadderResult, target: Target, ours: bool, r
         if ours:
             run.finish("failed", reason="server_died", stopped_at=result.stopped_at, error=death_text(result))
         return
-    run.update(ladder_outcome={"stopped_at": result.stopped_at, "knee": result.poc.get("knee"),
-                               "failure": result.failure.to_dict() if result.failure else None})
+    run.update(
+        ladder_outcome={
+            "stopped_at": result.stopped_at,
+            "knee": result.poc.get("knee"),
+            "failure": result.failure.to_dict() if result.failure else None,
+        }
+    )
     if ours:  # a resume clears what the attempt before it left (e.g. the launcher's died_after_ready)
         cleared = {"reason": None, "error": None, "server_death": None} if resumed else {}
         run.finish("failed" if result.failure else "complete", stopped_at=result.stopped_at, **cleared)
@@ -169,8 +251,14 @@ def death_entry(result: LadderResult, target: Target) -> dict[str, Any]:
     """The manifest's `server_death`: the step the server died under, and why (as compare's)."""
     why = result.failure
     assert why is not None
-    return {"step": result.stopped_at, "server_run": str(target.run_dir.path) if target.run_dir else None,
-            "kind": why.kind, "phase": why.phase, "reason": why.reason, "evidence": why.evidence[:3]}
+    return {
+        "step": result.stopped_at,
+        "server_run": str(target.run_dir.path) if target.run_dir else None,
+        "kind": why.kind,
+        "phase": why.phase,
+        "reason": why.reason,
+        "evidence": why.evidence[:3],
+    }
 
 
 def death_text(result: LadderResult) -> str:

@@ -99,8 +99,12 @@ async def short_request(ctx: Ctx) -> StepResult:
     if ctx.opts.expect_reasoning and not rec.reasoning:
         notes.append("no reasoning returned although --expect-reasoning was given")
     ok = rec.ok and not leaked and not (ctx.opts.expect_reasoning and not rec.reasoning)
-    detail = {"reasoning_separated": separated, "content_chars": len(rec.content),
-              "reasoning_chars": len(rec.reasoning or ""), "finish_reason": rec.finish_reason}
+    detail = {
+        "reasoning_separated": separated,
+        "content_chars": len(rec.content),
+        "reasoning_chars": len(rec.reasoning or ""),
+        "finish_reason": rec.finish_reason,
+    }
     return from_windows("short_request", windows, ok, failure, tuple(notes), detail)
 
 
@@ -114,9 +118,14 @@ async def tool_call(ctx: Ctx) -> StepResult:
     rec = pairs[0][1]
     check = rec.tool_check
     strict = any((t.get("function") or {}).get("strict") for t in probe.body.get("tools", []))
-    detail = {"valid": bool(check and check.valid), "problems": list(check.problems) if check else [],
-              "strict": strict, "tool_choice": probe.body.get("tool_choice"),
-              "calls": [c.to_dict() for c in rec.tool_calls], "retries": rec.retries}
+    detail = {
+        "valid": bool(check and check.valid),
+        "problems": list(check.problems) if check else [],
+        "strict": strict,
+        "tool_choice": probe.body.get("tool_choice"),
+        "calls": [c.to_dict() for c in rec.tool_calls],
+        "retries": rec.retries,
+    }
     notes = () if not check or check.valid else (f"invalid tool call: {'; '.join(check.problems)}",)
     return from_windows("tool_call", windows, bool(check and check.valid), await _failure(ctx, windows), notes, detail)
 
@@ -125,13 +134,20 @@ async def agent_steps(ctx: Ctx) -> StepResult:
     steps = ctx.rs.sessions()[0][: ctx.steps_k()]
     windows, pairs = await _send_all(ctx, "agent_steps", steps)
     checks = [r.tool_check for _, r in pairs if r.tool_check is not None]
-    invalid = [f"step {r.step}: {'; '.join(r.tool_check.problems)}" for _, r in pairs
-               if r.tool_check and not r.tool_check.valid]
+    invalid = [
+        f"step {r.step}: {'; '.join(r.tool_check.problems)}"
+        for _, r in pairs
+        if r.tool_check and not r.tool_check.valid
+    ]
     ok = len(pairs) == len(steps) and all(r.ok for _, r in pairs) and not invalid
-    detail = {"steps": len(steps), "answered": sum(r.ok for _, r in pairs), "tool_checks": len(checks),
-              "tool_checks_valid": sum(c.valid for c in checks),
-              "cached_tokens": [r.cached_tokens for _, r in pairs],
-              "prompt_tokens": [r.prompt_tokens for _, r in pairs]}
+    detail = {
+        "steps": len(steps),
+        "answered": sum(r.ok for _, r in pairs),
+        "tool_checks": len(checks),
+        "tool_checks_valid": sum(c.valid for c in checks),
+        "cached_tokens": [r.cached_tokens for _, r in pairs],
+        "prompt_tokens": [r.prompt_tokens for _, r in pairs],
+    }
     notes = tuple(f"invalid tool call at {i}" for i in invalid[:3])
     return from_windows("agent_steps", windows, ok, await _failure(ctx, windows), notes, detail)
 
@@ -182,9 +198,16 @@ async def history_doubling(ctx: Ctx) -> StepResult:
             rec = await ctx.load.send(req, DETERMINISTIC)
         ctx.progress.advance()
         windows += out
-        rungs.append({"factor": factor, "ok": rec.ok, "prompt_tokens": rec.prompt_tokens or estimate,
-                      "error_kind": rec.error_kind, "ttft_ms": rec.ttft_ms,
-                      "peak_memory_bytes": out[0].peak_memory_bytes})
+        rungs.append(
+            {
+                "factor": factor,
+                "ok": rec.ok,
+                "prompt_tokens": rec.prompt_tokens or estimate,
+                "error_kind": rec.error_kind,
+                "ttft_ms": rec.ttft_ms,
+                "peak_memory_bytes": out[0].peak_memory_bytes,
+            }
+        )
         if rec.ok:
             ctx.context["largest_ok_prompt_tokens"] = rec.prompt_tokens or estimate
             continue
@@ -210,10 +233,17 @@ def _without_expected_error(step: StepResult) -> StepResult:
 def _rung_verdict(window: Window, slos: dict[str, float]) -> tuple[str, dict[str, Any]]:
     stats = summarise(window.records, window.duration_s, slos or None)
     d = window.deltas
-    detail = {"requests": stats.requests, "errors": stats.errors, "preemptions": d.preemptions,
-              "max_kv_usage": d.max_kv_usage, "max_waiting_by_reason": d.max_waiting_by_reason,
-              "ttft_ms_p95": stats.ttft_ms_p95, "latency_ms_p95": stats.latency_ms_p95,
-              "slo_attainment": stats.slo_attainment, "peak_memory_bytes": window.peak_memory_bytes}
+    detail = {
+        "requests": stats.requests,
+        "errors": stats.errors,
+        "preemptions": d.preemptions,
+        "max_kv_usage": d.max_kv_usage,
+        "max_waiting_by_reason": d.max_waiting_by_reason,
+        "ttft_ms_p95": stats.ttft_ms_p95,
+        "latency_ms_p95": stats.latency_ms_p95,
+        "slo_attainment": stats.slo_attainment,
+        "peak_memory_bytes": window.peak_memory_bytes,
+    }
     if stats.errors:
         return "failure", detail
     if d.preemptions:
@@ -267,8 +297,15 @@ async def repeat(ctx: Ctx) -> StepResult:
             ctx.progress.advance(2)
             if again.fingerprint() != first.fingerprint() or not (first.ok and again.ok):
                 identical[name] = False
-                mismatches.append({"step": name, "request_id": req.id, "first": first.content[:80],
-                                   "again": again.content[:80], "error_kind": first.error_kind or again.error_kind})
+                mismatches.append(
+                    {
+                        "step": name,
+                        "request_id": req.id,
+                        "first": first.content[:80],
+                        "again": again.content[:80],
+                        "error_kind": first.error_kind or again.error_kind,
+                    }
+                )
     ctx.progress.finish()
     ok = bool(reqs) and not mismatches
     notes = tuple(f"{m['step']} {m['request_id']} differs" for m in mismatches[:3])
@@ -276,5 +313,11 @@ async def repeat(ctx: Ctx) -> StepResult:
     return from_windows("repeat", out, ok, await _failure(ctx, out), notes, detail)
 
 
-STEPS = (("short_request", short_request), ("tool_call", tool_call), ("agent_steps", agent_steps),
-         ("history_doubling", history_doubling), ("concurrency", concurrency), ("repeat", repeat))
+STEPS = (
+    ("short_request", short_request),
+    ("tool_call", tool_call),
+    ("agent_steps", agent_steps),
+    ("history_doubling", history_doubling),
+    ("concurrency", concurrency),
+    ("repeat", repeat),
+)

@@ -1,8 +1,8 @@
 """Start vLLM from a launch profile into a run folder, follow every startup phase, stop it cleanly.
 
-    from oomkit.launch import load_profile, launched
-    with launched("examples/testbed-healthy.yaml") as server:   # ready, or LaunchFailed (a RunFailed)
-        server.base_url, server.run_dir, server.log_path, server.pid, server.alive(), server.triage()
+from oomkit.launch import load_profile, launched
+with launched("examples/testbed-healthy.yaml") as server:   # ready, or LaunchFailed (a RunFailed)
+    server.base_url, server.run_dir, server.log_path, server.pid, server.alive(), server.triage()
 """
 
 from oomkit.launch.check import CheckResult, RequestCheck, check_profile

@@ -4,9 +4,10 @@ The "does this profile still start?" smoke test to run after every image or driv
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from oomkit.launch.profile import Profile
 from oomkit.launch.server import Event, LaunchFailed, LaunchResult, Server, launched
@@ -27,8 +28,13 @@ class RequestCheck:
     error: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "status": self.status, "latency_ms": round(self.latency_ms, 1),
-                "completion_tokens": self.completion_tokens, "error": self.error}
+        return {
+            "ok": self.ok,
+            "status": self.status,
+            "latency_ms": round(self.latency_ms, 1),
+            "completion_tokens": self.completion_tokens,
+            "error": self.error,
+        }
 
 
 @dataclass(frozen=True)
@@ -41,15 +47,17 @@ class CheckResult:
         return self.launch.ready and self.launch.state == "complete" and bool(self.request and self.request.ok)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"healthy": self.healthy, **self.launch.to_dict(),
-                "request": self.request.to_dict() if self.request else None}
+        return {
+            "healthy": self.healthy,
+            **self.launch.to_dict(),
+            "request": self.request.to_dict() if self.request else None,
+        }
 
 
 def send_check_request(server: Server) -> RequestCheck:
     import httpx
 
-    body = {"model": server.model_ids[0], "prompt": CHECK_PROMPT, "max_tokens": CHECK_MAX_TOKENS,
-            "temperature": 0}
+    body = {"model": server.model_ids[0], "prompt": CHECK_PROMPT, "max_tokens": CHECK_MAX_TOKENS, "temperature": 0}
     began = time.monotonic()
     try:
         with httpx.Client(trust_env=False, timeout=CHECK_REQUEST_TIMEOUT_S, headers=server.headers) as client:
@@ -69,8 +77,12 @@ def send_check_request(server: Server) -> RequestCheck:
     return RequestCheck(ok, resp.status_code, latency_ms, tokens, error if not ok else None)
 
 
-def check_profile(profile: Profile | str | Path, runs_dir: str | Path = "runs", label: str | None = None,
-                  on_event: Callable[[Event], None] | None = None) -> CheckResult:
+def check_profile(
+    profile: Profile | str | Path,
+    runs_dir: str | Path = "runs",
+    label: str | None = None,
+    on_event: Callable[[Event], None] | None = None,
+) -> CheckResult:
     """Start the profile's server, send one request, stop it. Failure is a result, not an error;
     bad input (profile, port, missing vLLM) still raises before anything starts."""
     request: RequestCheck | None = None
@@ -80,8 +92,13 @@ def check_profile(profile: Profile | str | Path, runs_dir: str | Path = "runs", 
             server.run.update(check_request=request.to_dict())
             # /health after the request: a request can kill the engine while the API server lives on.
             if request.ok and not _healthy(server):
-                request = RequestCheck(False, request.status, request.latency_ms, request.completion_tokens,
-                                       "/health failed after the request")
+                request = RequestCheck(
+                    False,
+                    request.status,
+                    request.latency_ms,
+                    request.completion_tokens,
+                    "/health failed after the request",
+                )
     except LaunchFailed as err:
         return CheckResult(err.result, request)
     assert server.result is not None

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any
 
 from oomkit.redact import redact
 
@@ -23,15 +24,15 @@ class PhaseReached:
     time: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"phase": self.phase, "t_s": round(self.t_s, 3), "file": self.file, "line": self.line,
-                "time": self.time}
+        return {"phase": self.phase, "t_s": round(self.t_s, 3), "file": self.file, "line": self.line, "time": self.time}
 
 
 class LogFollower:
     """Reads the server's merged stdout/stderr pipe in a thread until EOF (the server closed it)."""
 
-    def __init__(self, stream: IO[bytes], log_path: Path, started: float,
-                 on_phase: Callable[[PhaseReached], None] | None = None):
+    def __init__(
+        self, stream: IO[bytes], log_path: Path, started: float, on_phase: Callable[[PhaseReached], None] | None = None
+    ):
         from oomkit.logs import parse_line
         from oomkit.triage import Triage
 
@@ -46,7 +47,7 @@ class LogFollower:
         self.phases: list[PhaseReached] = []
         self._thread = threading.Thread(target=self._run, name="oomkit-follow", daemon=True)
 
-    def start(self) -> "LogFollower":
+    def start(self) -> LogFollower:
         self._thread.start()
         return self
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from oomkit.errors import RunFailed
 from oomkit.launch.memory import _psutil
@@ -39,8 +39,12 @@ def sigterm_stops() -> Iterator[None]:
             signal.signal(sig, previous)
 
 
-def serve(profile: Profile | str | Path, runs_dir: str | Path = "runs", label: str | None = None,
-          on_event: Callable[[Event], None] | None = None) -> LaunchResult:
+def serve(
+    profile: Profile | str | Path,
+    runs_dir: str | Path = "runs",
+    label: str | None = None,
+    on_event: Callable[[Event], None] | None = None,
+) -> LaunchResult:
     """Start the server and keep it until it is asked to stop; the result once it has stopped
     (state complete, interrupted by Ctrl-C, or failed: not ready, died, survivors)."""
     server: Server | None = None
@@ -68,8 +72,7 @@ class StopOutcome:
     survivors: tuple[int, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run_dir": str(self.run_dir), "state": self.state, "how": self.how,
-                "survivors": list(self.survivors)}
+        return {"run_dir": str(self.run_dir), "state": self.state, "how": self.how, "survivors": list(self.survivors)}
 
 
 def stop_run(ref: str | Path, runs_dir: str | Path = "runs") -> StopOutcome:
@@ -135,10 +138,13 @@ def _kill_orphaned_server(run: RunDir, manifest: dict[str, Any]) -> StopOutcome:
             break
     survivors = tuple(p.pid for p in targets)
     state = "failed" if survivors else "interrupted"
-    run.finish(state, reason="stopped by oomkit launch --stop (owner gone)",
-               stop={"requested": True, "signals": ["SIGTERM", "SIGKILL"], "survivors": list(survivors)})
+    run.finish(
+        state,
+        reason="stopped by oomkit launch --stop (owner gone)",
+        stop={"requested": True, "signals": ["SIGTERM", "SIGKILL"], "survivors": list(survivors)},
+    )
     if survivors:
-        raise RunFailed(f"processes survived the stop: {list(survivors)}",
-                        hint=f"kill them by pid; see {run.path}/manifest.json")
+        raise RunFailed(
+            f"processes survived the stop: {list(survivors)}", hint=f"kill them by pid; see {run.path}/manifest.json"
+        )
     return StopOutcome(run.path, state, "killed-group", survivors)
-

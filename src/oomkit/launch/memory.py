@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from oomkit.errors import MissingDependency
 from oomkit.fsio import JsonlWriter
@@ -18,8 +19,7 @@ def _psutil() -> Any:
     try:
         import psutil
     except ImportError as err:
-        raise MissingDependency("oomkit launch needs psutil to watch the server's processes",
-                                hint=PSUTIL_HINT) from err
+        raise MissingDependency("oomkit launch needs psutil to watch the server's processes", hint=PSUTIL_HINT) from err
     return psutil
 
 
@@ -48,9 +48,13 @@ class MemorySample:
     gpus: tuple[GpuSample, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"t_s": round(self.t_s, 3), "phase": self.phase, "rss_bytes": self.rss_bytes,
-                "gpu_used_bytes": [g.used_bytes for g in self.gpus] or None,
-                "procs": [{"pid": p.pid, "name": p.name, "rss_bytes": p.rss_bytes} for p in self.procs]}
+        return {
+            "t_s": round(self.t_s, 3),
+            "phase": self.phase,
+            "rss_bytes": self.rss_bytes,
+            "gpu_used_bytes": [g.used_bytes for g in self.gpus] or None,
+            "procs": [{"pid": p.pid, "name": p.name, "rss_bytes": p.rss_bytes} for p in self.procs],
+        }
 
 
 class ProcessTree:
@@ -88,7 +92,7 @@ def _running(proc: Any) -> bool:
         return False
 
 
-def sample_tree(tree: ProcessTree, t_s: float, phase: str | None, gpus: "Nvml | None") -> MemorySample:
+def sample_tree(tree: ProcessTree, t_s: float, phase: str | None, gpus: Nvml | None) -> MemorySample:
     procs: list[ProcSample] = []
     for proc in tree.live():
         try:
@@ -108,7 +112,7 @@ class Nvml:
         self._handles = handles
 
     @classmethod
-    def open(cls) -> "Nvml | None":
+    def open(cls) -> Nvml | None:
         try:
             import pynvml
 
@@ -142,7 +146,7 @@ class PhasePeaks:
         self.rss_bytes[phase] = max(self.rss_bytes.get(phase, 0), sample.rss_bytes)
         if sample.gpus:
             old = self.gpu_used_bytes.get(phase, [0] * len(sample.gpus))
-            self.gpu_used_bytes[phase] = [max(a, g.used_bytes) for a, g in zip(old, sample.gpus)]
+            self.gpu_used_bytes[phase] = [max(a, g.used_bytes) for a, g in zip(old, sample.gpus, strict=False)]
 
     def primary(self) -> dict[str, int]:
         """Peak per phase in the unit that limits the server: GPU memory (summed) when measured,
@@ -155,8 +159,14 @@ class PhasePeaks:
 class MemorySampler:
     """Samples in a thread every `interval_s` until stopped; writes each sample as a JSONL line."""
 
-    def __init__(self, tree: ProcessTree, writer: JsonlWriter, phase: Callable[[], str | None],
-                 interval_s: float = 0.5, started: float | None = None):
+    def __init__(
+        self,
+        tree: ProcessTree,
+        writer: JsonlWriter,
+        phase: Callable[[], str | None],
+        interval_s: float = 0.5,
+        started: float | None = None,
+    ):
         self.tree = tree
         self.peaks = PhasePeaks()
         self.samples = 0
@@ -173,7 +183,7 @@ class MemorySampler:
     def source(self) -> str:
         return "nvml" if self._gpus else "rss"
 
-    def start(self) -> "MemorySampler":
+    def start(self) -> MemorySampler:
         self._thread.start()
         return self
 

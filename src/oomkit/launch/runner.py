@@ -11,8 +11,9 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable
+from typing import IO, Any
 
 from oomkit.errors import InputError
 from oomkit.launch.memory import ProcessTree
@@ -42,9 +43,15 @@ class StopReport:
     seen_pids: tuple[int, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"requested": self.requested, "exit_code": self.exit_code, "signals": list(self.signals),
-                "stop_s": round(self.stop_s, 3), "killed_pids": list(self.killed_pids),
-                "survivors": list(self.survivors), "seen_pids": list(self.seen_pids)}
+        return {
+            "requested": self.requested,
+            "exit_code": self.exit_code,
+            "signals": list(self.signals),
+            "stop_s": round(self.stop_s, 3),
+            "killed_pids": list(self.killed_pids),
+            "survivors": list(self.survivors),
+            "seen_pids": list(self.seen_pids),
+        }
 
 
 def _die_with_parent_hook() -> Callable[[], None]:
@@ -71,11 +78,19 @@ class ServerProcess:
     def __init__(self, argv: list[str], env: dict[str, str], cwd: str | None = None):
         try:
             self.popen = subprocess.Popen(
-                argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent_hook())
+                argv,
+                env=env,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent_hook(),
+            )
         except FileNotFoundError as err:
-            raise InputError(f"cannot start vLLM: {argv[0]} not found",
-                             hint="install vLLM, or fix `start:` in the profile") from err
+            raise InputError(
+                f"cannot start vLLM: {argv[0]} not found", hint="install vLLM, or fix `start:` in the profile"
+            ) from err
         except PermissionError as err:
             raise InputError(f"cannot start vLLM: {argv[0]} is not executable") from err
         self.pid = self.popen.pid
@@ -119,8 +134,15 @@ class ServerProcess:
             _wait_gone(self.tree, GRACE_AFTER_TERM_GROUP_S)
         self.wait(1.0)
         survivors = tuple(sorted({p.pid for p in self.tree.live()} | set(group_members(self.pgid))))
-        return StopReport(requested, self.popen.poll(), tuple(signals), time.monotonic() - began,
-                          tuple(killed), survivors, tuple(self.tree.seen_pids()))
+        return StopReport(
+            requested,
+            self.popen.poll(),
+            tuple(signals),
+            time.monotonic() - began,
+            tuple(killed),
+            survivors,
+            tuple(self.tree.seen_pids()),
+        )
 
     def _signal_server(self, sig: int) -> None:
         try:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import resource
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from oomkit.errors import RunFailed
 from oomkit.launch import preflight
@@ -64,13 +64,22 @@ class LaunchResult:
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ready": self.ready, "state": self.state, "reason": self.reason, "error": self.error,
-                "run_dir": str(self.run_dir), "base_url": self.base_url,
-                "ready_s": None if self.ready_s is None else round(self.ready_s, 3),
-                "phases": [p.phase for p in self.phases], "timeline": [p.to_dict() for p in self.phases],
-                "verdict": self.verdict, "figures": self.figures,
-                "peak_memory_bytes": self.peak_memory_bytes, "memory_source": self.memory_source,
-                "stop": self.stop.to_dict() if self.stop else None}
+        return {
+            "ready": self.ready,
+            "state": self.state,
+            "reason": self.reason,
+            "error": self.error,
+            "run_dir": str(self.run_dir),
+            "base_url": self.base_url,
+            "ready_s": None if self.ready_s is None else round(self.ready_s, 3),
+            "phases": [p.phase for p in self.phases],
+            "timeline": [p.to_dict() for p in self.phases],
+            "verdict": self.verdict,
+            "figures": self.figures,
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "memory_source": self.memory_source,
+            "stop": self.stop.to_dict() if self.stop else None,
+        }
 
 
 class LaunchFailed(RunFailed):
@@ -85,8 +94,7 @@ class LaunchFailed(RunFailed):
 class Server:
     """A running vLLM server that belongs to one run folder."""
 
-    def __init__(self, profile: Profile, run: RunDir, port: int,
-                 on_event: Callable[[Event], None] | None = None):
+    def __init__(self, profile: Profile, run: RunDir, port: int, on_event: Callable[[Event], None] | None = None):
         self.profile = profile
         self.run = run
         self.port = port
@@ -129,15 +137,19 @@ class Server:
         self.run.file("server.log", "vLLM server stdout+stderr, redacted").touch()
         self._cpu_at_start = _cpu_s()
         self._proc = ServerProcess(argv, self.profile.server_env())
-        self.run.update(started_at=now_iso(), command=redact_args(argv),
-                        server={"pid": self._proc.pid, "pgid": self._proc.pgid,
-                                "create_time": self._proc.tree.root.create_time()})
+        self.run.update(
+            started_at=now_iso(),
+            command=redact_args(argv),
+            server={"pid": self._proc.pid, "pgid": self._proc.pgid, "create_time": self._proc.tree.root.create_time()},
+        )
         self.emit("started", f"pid {self._proc.pid}: {' '.join(redact_args(argv))}")
-        self._follower = LogFollower(self._proc.stdout, self.log_path, self._proc.started,
-                                     on_phase=self._phase_reached).start()
+        self._follower = LogFollower(
+            self._proc.stdout, self.log_path, self._proc.started, on_phase=self._phase_reached
+        ).start()
         writer = self.run.jsonl("memory.jsonl", "memory samples: RSS of the process tree, GPU used per device")
-        self._sampler = MemorySampler(self._proc.tree, writer, lambda: self._follower.current_phase,
-                                      started=self._proc.started).start()
+        self._sampler = MemorySampler(
+            self._proc.tree, writer, lambda: self._follower.current_phase, started=self._proc.started
+        ).start()
 
     def _phase_reached(self, reached: PhaseReached) -> None:
         self.emit("phase", reached.phase, phase=reached.phase, line=reached.line)
@@ -179,10 +191,18 @@ class Server:
         assert self._proc is not None
         self.ready_s = time.monotonic() - self._proc.started
         cpu_s = _cpu_s() - self._cpu_at_start
-        self._overhead = {"oomkit_cpu_s_until_ready": round(cpu_s, 4), "ready_s": round(self.ready_s, 3),
-                          "ratio": round(cpu_s / self.ready_s, 5) if self.ready_s else None}
-        self.run.update(ready_at=now_iso(), ready_s=round(self.ready_s, 3), base_url=self.base_url,
-                        served_models=self.model_ids, overhead=self._overhead)
+        self._overhead = {
+            "oomkit_cpu_s_until_ready": round(cpu_s, 4),
+            "ready_s": round(self.ready_s, 3),
+            "ratio": round(cpu_s / self.ready_s, 5) if self.ready_s else None,
+        }
+        self.run.update(
+            ready_at=now_iso(),
+            ready_s=round(self.ready_s, 3),
+            base_url=self.base_url,
+            served_models=self.model_ids,
+            overhead=self._overhead,
+        )
         peak = max(self._sampler.peaks.primary().values(), default=0) if self._sampler else 0
         self.emit("ready", self.base_url, ready_s=self.ready_s, peak_bytes=peak, models=self.model_ids)
 
@@ -210,11 +230,20 @@ class Server:
                 state, reason = "failed", "survivors"
         snapshot = _snapshot_with_timeout()
         self.result = self._build_result(state, reason, error, stop)
-        self.run.finish(state, reason=reason, error=error, exit_code=stop.exit_code if stop else None,
-                        stop=stop.to_dict() if stop else None, ready=self.result.ready,
-                        phases=[p.to_dict() for p in self.result.phases], verdict=self.result.verdict,
-                        figures=self.result.figures, env_snapshot=snapshot,
-                        memory=self._memory_summary(), vllm_version=self._vllm_version())
+        self.run.finish(
+            state,
+            reason=reason,
+            error=error,
+            exit_code=stop.exit_code if stop else None,
+            stop=stop.to_dict() if stop else None,
+            ready=self.result.ready,
+            phases=[p.to_dict() for p in self.result.phases],
+            verdict=self.result.verdict,
+            figures=self.result.figures,
+            env_snapshot=snapshot,
+            memory=self._memory_summary(),
+            vllm_version=self._vllm_version(),
+        )
         self.emit("stopped", state, state=state, reason=reason)
         return self.result
 
@@ -236,23 +265,35 @@ class Server:
             return None
         return f"the engine died after ready (GET /health answered {status})" if status >= 500 else None
 
-    def _build_result(self, state: str, reason: str | None, error: str | None,
-                      stop: StopReport | None) -> LaunchResult:
+    def _build_result(self, state: str, reason: str | None, error: str | None, stop: StopReport | None) -> LaunchResult:
         triage = self._follower.result().to_dict() if self._follower else {}
         return LaunchResult(
-            run_dir=self.run.path, state=state, ready=self.ready_s is not None, reason=reason,
-            ready_s=self.ready_s, base_url=self.base_url,
+            run_dir=self.run.path,
+            state=state,
+            ready=self.ready_s is not None,
+            reason=reason,
+            ready_s=self.ready_s,
+            base_url=self.base_url,
             phases=tuple(self._follower.phases) if self._follower else (),
-            verdict=triage.get("verdict", {}), figures=triage.get("facts", {}).get("figures", {}),
+            verdict=triage.get("verdict", {}),
+            figures=triage.get("facts", {}).get("figures", {}),
             peak_memory_bytes=self._sampler.peaks.primary() if self._sampler else {},
-            memory_source=self._sampler.source if self._sampler else "none", stop=stop, error=error)
+            memory_source=self._sampler.source if self._sampler else "none",
+            stop=stop,
+            error=error,
+        )
 
     def _memory_summary(self) -> dict[str, Any]:
         if not self._sampler:
             return {}
         peaks = self._sampler.peaks
-        return {"source": self._sampler.source, "interval_s": POLL_INTERVAL_S, "samples": self._sampler.samples,
-                "peak_rss_bytes": peaks.rss_bytes, "peak_gpu_used_bytes": peaks.gpu_used_bytes or None}
+        return {
+            "source": self._sampler.source,
+            "interval_s": POLL_INTERVAL_S,
+            "samples": self._sampler.samples,
+            "peak_rss_bytes": peaks.rss_bytes,
+            "peak_gpu_used_bytes": peaks.gpu_used_bytes or None,
+        }
 
     def _vllm_version(self) -> str | None:
         if not self._follower:
@@ -285,8 +326,12 @@ def _snapshot_with_timeout() -> dict[str, Any]:
     return box or {"error": f"env snapshot did not finish within {SNAPSHOT_WAIT_S:.0f} s"}
 
 
-def prepare(profile_or_path: Profile | str | Path, runs_dir: str | Path = "runs", label: str | None = None,
-            on_event: Callable[[Event], None] | None = None) -> Server:
+def prepare(
+    profile_or_path: Profile | str | Path,
+    runs_dir: str | Path = "runs",
+    label: str | None = None,
+    on_event: Callable[[Event], None] | None = None,
+) -> Server:
     """Preflight checks, the testbed model if the profile names one, and a new run folder."""
     profile = profile_or_path if isinstance(profile_or_path, Profile) else load_profile(profile_or_path)
     preflight.check_vllm(profile)
@@ -296,16 +341,25 @@ def prepare(profile_or_path: Profile | str | Path, runs_dir: str | Path = "runs"
         profile.resolved_model(create=True)
     port = preflight.choose_port(profile)
     run = RunDir.create(runs_dir, label or profile.label, kind="launch")
-    run.update(profile=profile.to_dict(), profile_file=profile.source, env=preflight.recorded_env(profile),
-               versions=preflight.versions(profile), oomkit_create_time=_own_create_time())
+    run.update(
+        profile=profile.to_dict(),
+        profile_file=profile.source,
+        env=preflight.recorded_env(profile),
+        versions=preflight.versions(profile),
+        oomkit_create_time=_own_create_time(),
+    )
     server = Server(profile, run, port, on_event)
     server.emit("run_dir", str(run.path))
     return server
 
 
 @contextmanager
-def launched(profile_or_path: Profile | str | Path, runs_dir: str | Path = "runs", label: str | None = None,
-             on_event: Callable[[Event], None] | None = None) -> Iterator[Server]:
+def launched(
+    profile_or_path: Profile | str | Path,
+    runs_dir: str | Path = "runs",
+    label: str | None = None,
+    on_event: Callable[[Event], None] | None = None,
+) -> Iterator[Server]:
     """Start vLLM and wait until it is ready (or raise LaunchFailed, a RunFailed with the verdict).
     On exit the whole process group is stopped, survivors checked, the manifest finalised."""
     server = prepare(profile_or_path, runs_dir, label, on_event)
@@ -341,16 +395,24 @@ def launched(profile_or_path: Profile | str | Path, runs_dir: str | Path = "runs
 
 def _failed(server: Server, reason: str, closed: bool = False) -> LaunchFailed:
     if not closed:
-        error = (f"not ready after {server.profile.start_timeout_s:g} s (start_timeout_s)"
-                 if reason == "start_timeout" else "the server exited before it was ready")
+        error = (
+            f"not ready after {server.profile.start_timeout_s:g} s (start_timeout_s)"
+            if reason == "start_timeout"
+            else "the server exited before it was ready"
+        )
         server.close("failed", reason, error=error)
     result = server.result
     assert result is not None
     summary = result.verdict.get("summary") or "no verdict"
     phase = result.verdict.get("phase", "unknown")
-    what = {"exited_before_ready": "vLLM exited before it was ready",
-            "start_timeout": f"vLLM was not ready within {server.profile.start_timeout_s:g} s",
-            "died_after_ready": result.error or "vLLM exited by itself after it was ready",
-            "survivors": f"processes survived the stop: {list(result.stop.survivors) if result.stop else []}"}
-    return LaunchFailed(f"{what.get(reason, reason)}: {phase}: {summary}", result,
-                        hint=f"see {result.run_dir}/server.log and manifest.json")
+    what = {
+        "exited_before_ready": "vLLM exited before it was ready",
+        "start_timeout": f"vLLM was not ready within {server.profile.start_timeout_s:g} s",
+        "died_after_ready": result.error or "vLLM exited by itself after it was ready",
+        "survivors": f"processes survived the stop: {list(result.stop.survivors) if result.stop else []}",
+    }
+    return LaunchFailed(
+        f"{what.get(reason, reason)}: {phase}: {summary}",
+        result,
+        hint=f"see {result.run_dir}/server.log and manifest.json",
+    )

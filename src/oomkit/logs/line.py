@@ -25,7 +25,9 @@ HEADER = re.compile(
     r"\s+\[?(?P<file>[^\s\]]+?):(?P<lineno>\d+)\]\s?(?P<msg>.*)$"
 )
 # Reporters often paste lines with the timestamp cut: "INFO [file.py:12] msg".
-HEADER_NO_TS = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\[(?P<file>[^\s\]:]+)(?::(?P<lineno>\d+))?\]\s+(?P<msg>.*)$")
+HEADER_NO_TS = re.compile(
+    r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\[(?P<file>[^\s\]:]+)(?::(?P<lineno>\d+))?\]\s+(?P<msg>.*)$"
+)
 UVICORN = re.compile(r"^(?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+(?P<msg>.*)$")
 MAX_LINE_CHARS = 65536
 
@@ -66,19 +68,19 @@ def _strip_wrappers(text: str) -> str:
         before = text
         m = RFC3339.match(text)
         if m:
-            text = text[m.end():]
+            text = text[m.end() :]
         m = JOURNALD.match(text)
         if m:
-            text = text[m.end():]
+            text = text[m.end() :]
         m = K8S_PREFIX.match(text)
         if m:
-            text = text[m.end():]
+            text = text[m.end() :]
         m = K8S_BORDER.match(text)
         if m and (text.startswith("│") or text.startswith("┃")):
             text = m.group("rest")
         m = COMPOSE.match(text)
         if m and not text.startswith(("INFO", "DEBUG", "WARNING", "ERROR", "CRITICAL")):
-            text = text[m.end():]
+            text = text[m.end() :]
         if text == before:
             break
     return text
@@ -99,7 +101,7 @@ def parse_line(raw: str, file: str = "-", line: int = 0) -> Record:
         if not m:
             break
         proc, pid = proc or m.group("proc"), pid or int(m.group("pid"))
-        body = body[m.end():]
+        body = body[m.end() :]
     level = time = src = None
     msg = body
     m = HEADER.match(body) or HEADER_NO_TS.match(body)
@@ -111,8 +113,19 @@ def parse_line(raw: str, file: str = "-", line: int = 0) -> Record:
         m = UVICORN.match(body)
         if m:
             level, msg = m.group("level"), m.group("msg")
-    return Record(file=file, line=line, raw=raw.rstrip("\n"), text=text, proc=proc, pid=pid,
-                  level=level, time=time, msg=msg.strip(), repeat=repeat, src=src)
+    return Record(
+        file=file,
+        line=line,
+        raw=raw.rstrip("\n"),
+        text=text,
+        proc=proc,
+        pid=pid,
+        level=level,
+        time=time,
+        msg=msg.strip(),
+        repeat=repeat,
+        src=src,
+    )
 
 
 def _norm_level(level: str) -> str:

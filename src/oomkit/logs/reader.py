@@ -49,8 +49,10 @@ def expand_inputs(paths: Iterable[str]) -> list[str]:
         if path.is_dir():
             found = sorted(str(f) for f in path.rglob("*") if _is_log_file(f))
             if not found:
-                raise InputError(f"{p}: folder has no log files (.log, .txt, .out, .err, .gz)",
-                                 "point at the folder that holds the server logs")
+                raise InputError(
+                    f"{p}: folder has no log files (.log, .txt, .out, .err, .gz)",
+                    "point at the folder that holds the server logs",
+                )
             out.extend(found)
         else:
             out.append(str(path))
@@ -72,9 +74,9 @@ def open_binary(name: str) -> BinaryIO:
     try:
         fh: BinaryIO = open(name, "rb")
     except IsADirectoryError:
-        raise InputError(f"{name}: is a folder", "pass the folder itself, oomkit reads the logs inside")
+        raise InputError(f"{name}: is a folder", "pass the folder itself, oomkit reads the logs inside") from None
     except OSError as err:
-        raise InputError(f"{name}: cannot read ({err.strerror})", "check the path and its permissions")
+        raise InputError(f"{name}: cannot read ({err.strerror})", "check the path and its permissions") from None
     head = fh.read(2)
     fh.seek(0)
     if head == GZIP_MAGIC:
@@ -91,8 +93,9 @@ def sniff(name: str, head: bytes) -> None:
     nul = head.count(b"\x00")
     controls = sum(1 for b in head if b < 9 or 13 < b < 27 or 27 < b < 32)
     if nul > len(head) // 100 or controls > len(head) // 10:
-        raise InputError(f"{name}: looks like binary data, not a text log",
-                         "pass the server's stdout/stderr log (a .gz is fine)")
+        raise InputError(
+            f"{name}: looks like binary data, not a text log", "pass the server's stdout/stderr log (a .gz is fine)"
+        )
 
 
 class _Source:
@@ -105,7 +108,7 @@ class _Source:
         try:
             head = self.fh.peek(SNIFF_BYTES)[:SNIFF_BYTES] if hasattr(self.fh, "peek") else b""
         except (OSError, EOFError) as err:
-            raise InputError(f"{name}: cannot read ({err})", "the file may be a truncated .gz; try `zcat -f`")
+            raise InputError(f"{name}: cannot read ({err})", "the file may be a truncated .gz; try `zcat -f`") from None
         sniff(name, head)
 
     def blocks(self) -> Iterator[bytes]:
@@ -125,7 +128,7 @@ class _Source:
                 nl = chunk.find(b"\n")
                 if nl < 0:
                     continue
-                chunk, skipping = chunk[nl + 1:], False
+                chunk, skipping = chunk[nl + 1 :], False
             data = carry + chunk
             nl = data.rfind(b"\n")
             if nl < 0:
@@ -136,7 +139,7 @@ class _Source:
                 else:
                     carry = data
                 continue
-            carry = data[nl + 1:]
+            carry = data[nl + 1 :]
             if len(carry) > MAX_LINE_CHARS:
                 self.stats.truncated_lines += 1
                 yield data[: nl + 1] + carry[:MAX_LINE_CHARS] + b"\n"
@@ -215,8 +218,10 @@ def _scan_mapped(name: str, key: re.Pattern[bytes], stats: ReadStats) -> Iterato
             if end - start > MAX_LINE_CHARS:
                 stats.truncated_lines += 1
             pos = end + 1
-            yield parse_line(decode(buf[start:min(end, start + MAX_LINE_CHARS)], stats), name, lineno)
-        lineno += _count_newlines(buf, pos, size) + (0 if size == 0 or buf[size - 1:size] == b"\n" or pos >= size else 1)
+            yield parse_line(decode(buf[start : min(end, start + MAX_LINE_CHARS)], stats), name, lineno)
+        lineno += _count_newlines(buf, pos, size) + (
+            0 if size == 0 or buf[size - 1 : size] == b"\n" or pos >= size else 1
+        )
         stats.lines += lineno
     finally:
         buf.close()
@@ -256,8 +261,9 @@ def _scan_one(name: str, key: re.Pattern[bytes] | None, stats: ReadStats) -> Ite
         src.close()
 
 
-def iter_records(paths: Iterable[str], key: re.Pattern[bytes] | None = None,
-                 stats: ReadStats | None = None) -> Iterator[Record]:
+def iter_records(
+    paths: Iterable[str], key: re.Pattern[bytes] | None = None, stats: ReadStats | None = None
+) -> Iterator[Record]:
     """All records (or, with `key`, the candidate lines) of the inputs; several files are merged in
     time order so one rank's error lands between the other ranks' lines around it. Lines without
     a time (tracebacks, tqdm bars) sort with the last timed line of their file."""
@@ -270,8 +276,9 @@ def iter_records(paths: Iterable[str], key: re.Pattern[bytes] | None = None,
         for _, _, _, rec in heapq.merge(*streams):
             yield rec
     if stats.lines == 0 and stats.bytes == 0:
-        raise InputError(f"{', '.join(names)}: empty, no log lines to analyse",
-                         "check that the server's output was captured")
+        raise InputError(
+            f"{', '.join(names)}: empty, no log lines to analyse", "check that the server's output was captured"
+        )
 
 
 def _timed(records: Iterator[Record], index: int) -> Iterator[tuple[str, int, int, Record]]:

@@ -9,8 +9,14 @@ from typing import Any
 from oomkit.metrics.names import BY_KEY
 from oomkit.metrics.scrape import Scrape, by_label, name_used, value
 
-COUNTERS = ("preemptions", "prefix_queries", "prefix_hits", "prompt_tokens", "generation_tokens",
-            "prompt_tokens_cached")
+COUNTERS = (
+    "preemptions",
+    "prefix_queries",
+    "prefix_hits",
+    "prompt_tokens",
+    "generation_tokens",
+    "prompt_tokens_cached",
+)
 GAUGES = ("kv_usage", "running", "waiting")
 
 
@@ -46,7 +52,7 @@ def counter_delta(values: list[float | None]) -> tuple[float | None, bool]:
     if not seen:
         return None, False
     total, reset = 0.0, False
-    for prev, cur in zip(seen, seen[1:]):
+    for prev, cur in zip(seen, seen[1:], strict=False):
         if cur >= prev:
             total += cur - prev
         else:
@@ -92,5 +98,12 @@ def compute(scrapes: list[Scrape]) -> MetricDeltas:
     queries, hits = figures["prefix_queries"], figures["prefix_hits"]
     rate = hits / queries if queries and hits is not None else None
     names = {k: n for k in BY_KEY if (n := next((name_used(s, k) for s in ok if name_used(s, k)), None))}
-    return MetricDeltas(scrapes=len(ok), prefix_cache_hit_rate=rate, max_waiting_by_reason=waiting,
-                        requests_by_finish_reason=finished, counter_reset=reset or r, names=names, **figures)
+    return MetricDeltas(
+        scrapes=len(ok),
+        prefix_cache_hit_rate=rate,
+        max_waiting_by_reason=waiting,
+        requests_by_finish_reason=finished,
+        counter_reset=reset or r,
+        names=names,
+        **figures,
+    )

@@ -53,7 +53,7 @@ class NvmlProbe:
         self._nvml, self._handles = pynvml, handles
 
     @classmethod
-    def open(cls) -> "NvmlProbe | None":
+    def open(cls) -> NvmlProbe | None:
         try:
             import pynvml
 
@@ -157,8 +157,15 @@ class MemorySampler:
         self.peaks[label] = max(self.peaks.get(label, 0), total)
         self.samples += 1
         if self.sink:
-            self.sink({"t_unix_s": round(time.time(), 3), "label": label, "source": self.probe.source,
-                       "total_bytes": total, "by": reading})
+            self.sink(
+                {
+                    "t_unix_s": round(time.time(), 3),
+                    "label": label,
+                    "source": self.probe.source,
+                    "total_bytes": total,
+                    "by": reading,
+                }
+            )
         return total
 
     async def _loop(self) -> None:

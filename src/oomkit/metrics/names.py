@@ -21,23 +21,49 @@ class Metric:
 
 
 METRICS: tuple[Metric, ...] = (
-    Metric("kv_usage", ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"), "gauge",
-           source="§6.2: kv_cache_usage_perc since 0.10; gpu_cache_usage_perc in V0 and V1 <= 0.10"),
+    Metric(
+        "kv_usage",
+        ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+        "gauge",
+        source="§6.2: kv_cache_usage_perc since 0.10; gpu_cache_usage_perc in V0 and V1 <= 0.10",
+    ),
     Metric("running", ("vllm:num_requests_running",), "gauge", source="§6.2: all versions"),
     Metric("waiting", ("vllm:num_requests_waiting",), "gauge", source="§6.2: all versions"),
-    Metric("waiting_by_reason", ("vllm:num_requests_waiting_by_reason",), "gauge", label="reason",
-           source="§6.2: >= 0.22, reason capacity/deferred"),
-    Metric("preemptions", ("vllm:num_preemptions_total",), "counter",
-           source="§6.2: name stable as scraped; V1 logs no preemption line, so this is the evidence"),
-    Metric("prefix_queries", ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"), "counter",
-           source="§5.3: prefix_cache_* >= 0.10; gpu_prefix_cache_* in V1 0.8-0.10"),
-    Metric("prefix_hits", ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"), "counter",
-           source="§5.3, as prefix_queries"),
+    Metric(
+        "waiting_by_reason",
+        ("vllm:num_requests_waiting_by_reason",),
+        "gauge",
+        label="reason",
+        source="§6.2: >= 0.22, reason capacity/deferred",
+    ),
+    Metric(
+        "preemptions",
+        ("vllm:num_preemptions_total",),
+        "counter",
+        source="§6.2: name stable as scraped; V1 logs no preemption line, so this is the evidence",
+    ),
+    Metric(
+        "prefix_queries",
+        ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
+        "counter",
+        source="§5.3: prefix_cache_* >= 0.10; gpu_prefix_cache_* in V1 0.8-0.10",
+    ),
+    Metric(
+        "prefix_hits",
+        ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+        "counter",
+        source="§5.3, as prefix_queries",
+    ),
     Metric("prompt_tokens", ("vllm:prompt_tokens_total",), "counter", source="§6.2: stable as scraped"),
     Metric("generation_tokens", ("vllm:generation_tokens_total",), "counter", source="§6.2: stable"),
     Metric("prompt_tokens_cached", ("vllm:prompt_tokens_cached_total",), "counter", source="§5.3: >= 0.17"),
-    Metric("requests_finished", ("vllm:request_success_total",), "counter", label="finished_reason",
-           source="§6.2: finished_reason stop/length/abort (+error, repetition in new versions)"),
+    Metric(
+        "requests_finished",
+        ("vllm:request_success_total",),
+        "counter",
+        label="finished_reason",
+        source="§6.2: finished_reason stop/length/abort (+error, repetition in new versions)",
+    ),
 )
 BY_KEY = {m.key: m for m in METRICS}
 

@@ -41,8 +41,9 @@ def _parser() -> Any:
     try:
         from prometheus_client.parser import text_string_to_metric_families
     except ImportError as err:
-        raise MissingDependency("reading /metrics needs prometheus_client",
-                                hint="pip install prometheus_client") from err
+        raise MissingDependency(
+            "reading /metrics needs prometheus_client", hint="pip install prometheus_client"
+        ) from err
     return text_string_to_metric_families
 
 
@@ -140,8 +141,14 @@ class Scraper:
     """Scrapes `<base_url>/metrics` every `interval_s` into memory and into `sink` (one dict per
     scrape); a failed scrape is recorded with its error, never raised (the server may be dying)."""
 
-    def __init__(self, http: httpx.AsyncClient, base_url: str, sink: Callable[[dict[str, Any]], None] | None = None,
-                 interval_s: float = 1.0, label: Callable[[], str] = lambda: ""):
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        base_url: str,
+        sink: Callable[[dict[str, Any]], None] | None = None,
+        interval_s: float = 1.0,
+        label: Callable[[], str] = lambda: "",
+    ):
         self.http = http
         self.url = base_url.rstrip("/") + "/metrics"
         self.sink = sink

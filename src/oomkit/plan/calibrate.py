@@ -14,12 +14,22 @@ LOGGED_GPU = "logged-gpu"  # --from-log without --gpu: the device the log descri
 
 # vLLM argument name -> PlanRequest field, for the settings a log carries.
 ARG_FIELDS = {
-    "max_model_len": "max_model_len", "max_seq_len": "max_model_len", "gpu_memory_utilization": "gpu_memory_utilization",
-    "kv_cache_memory_bytes": "kv_cache_memory_bytes", "block_size": "block_size", "kv_cache_dtype": "kv_cache_dtype",
-    "quantization": "quantization", "max_num_seqs": "max_num_seqs", "max_num_batched_tokens": "max_num_batched_tokens",
-    "enable_prefix_caching": "enable_prefix_caching", "enforce_eager": "enforce_eager",
-    "num_gpu_blocks_override": "num_gpu_blocks_override", "tensor_parallel_size": "tp",
-    "pipeline_parallel_size": "pp", "data_parallel_size": "dp", "decode_context_parallel_size": "dcp",
+    "max_model_len": "max_model_len",
+    "max_seq_len": "max_model_len",
+    "gpu_memory_utilization": "gpu_memory_utilization",
+    "kv_cache_memory_bytes": "kv_cache_memory_bytes",
+    "block_size": "block_size",
+    "kv_cache_dtype": "kv_cache_dtype",
+    "quantization": "quantization",
+    "max_num_seqs": "max_num_seqs",
+    "max_num_batched_tokens": "max_num_batched_tokens",
+    "enable_prefix_caching": "enable_prefix_caching",
+    "enforce_eager": "enforce_eager",
+    "num_gpu_blocks_override": "num_gpu_blocks_override",
+    "tensor_parallel_size": "tp",
+    "pipeline_parallel_size": "pp",
+    "data_parallel_size": "dp",
+    "decode_context_parallel_size": "dcp",
     "enable_expert_parallel": "ep",
 }
 
@@ -76,8 +86,10 @@ def calibrate(req: PlanRequest, log_paths: list[str]) -> tuple[dict[str, Any], P
     facts = res.facts
     figures = dict(facts.figures or {})
     if figures.get("available_kv_cache_gib") is None and figures.get("kv_cache_tokens") is None:
-        raise InputError(f"{', '.join(log_paths)} prints no KV-cache figures to calibrate against",
-                         hint="use a log that reached 'Available KV cache memory' or 'KV cache size'")
+        raise InputError(
+            f"{', '.join(log_paths)} prints no KV-cache figures to calibrate against",
+            hint="use a log that reached 'Available KV cache memory' or 'KV cache size'",
+        )
     base_req = request_from_facts(req, facts)
     before = plan(base_req, with_levers=False)
     assume = _fit(before, figures)
@@ -92,12 +104,13 @@ def calibrate(req: PlanRequest, log_paths: list[str]) -> tuple[dict[str, Any], P
         rows.append({"figure": name, "printed": printed, "predicted": pred, "calibrated": cal, "error_pct": err})
     logged = ", ".join(f"{k}={v}" for k, v in sorted(facts.args.items()) if k in ARG_FIELDS) or "none printed"
     version = ".".join(map(str, before.behaviour.version))
-    notes = [f"vLLM {facts.vllm_version or version + ' (inferred: the log prints no version)'}; "
-             f"settings from the log: {logged}"]
+    notes = [
+        f"vLLM {facts.vllm_version or version + ' (inferred: the log prints no version)'}; "
+        f"settings from the log: {logged}"
+    ]
     if not assume:
         notes.append("nothing to fit: the log prints no KV budget the planner derives from the device budget")
-    cal = {"log": ", ".join(log_paths), "rows": rows, "assume": assume, "notes": notes,
-           "phase": res.verdict.phase}
+    cal = {"log": ", ".join(log_paths), "rows": rows, "assume": assume, "notes": notes, "phase": res.verdict.phase}
     return cal, after
 
 

@@ -39,13 +39,21 @@ class Gpu:
             return self.cuda_total_gib, f"{self.name}: total printed by vLLM (catalog)"
         if self.memory_mib is None:
             return None, f"{self.name}: no fixed memory size"
-        return (round(self.memory_mib / 1024 * CUDA_VISIBLE_FRACTION, 2),
-                f"{self.name}: nvidia-smi {self.memory_mib} MiB x cuda_visible_fraction")
+        return (
+            round(self.memory_mib / 1024 * CUDA_VISIBLE_FRACTION, 2),
+            f"{self.name}: nvidia-smi {self.memory_mib} MiB x cuda_visible_fraction",
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "memory_mib": self.memory_mib, "cuda_total_gib": self.cuda_total_gib,
-                "hbm_bandwidth_gbps": self.hbm_bandwidth_gbps, "nvlink_domain": self.nvlink_domain,
-                "arch": self.arch, "source": self.source}
+        return {
+            "name": self.name,
+            "memory_mib": self.memory_mib,
+            "cuda_total_gib": self.cuda_total_gib,
+            "hbm_bandwidth_gbps": self.hbm_bandwidth_gbps,
+            "nvlink_domain": self.nvlink_domain,
+            "arch": self.arch,
+            "source": self.source,
+        }
 
 
 def _data(name: str) -> Any:
@@ -55,16 +63,26 @@ def _data(name: str) -> Any:
 @lru_cache(maxsize=1)
 def gpus() -> tuple[Gpu, ...]:
     rows = yaml.safe_load(_data("gpus.yaml").read_text(encoding="utf-8"))
-    return tuple(Gpu(r["name"], r.get("memory_mib"), r.get("cuda_total_gib"), r.get("hbm_bandwidth_gbps"),
-                     int(r.get("nvlink_domain") or 1), r.get("arch", ""), r.get("platform", "cuda"),
-                     r["source"]) for r in rows)
+    return tuple(
+        Gpu(
+            r["name"],
+            r.get("memory_mib"),
+            r.get("cuda_total_gib"),
+            r.get("hbm_bandwidth_gbps"),
+            int(r.get("nvlink_domain") or 1),
+            r.get("arch", ""),
+            r.get("platform", "cuda"),
+            r["source"],
+        )
+        for r in rows
+    )
 
 
 @lru_cache(maxsize=1)
 def _gpu_aliases() -> dict[str, Gpu]:
     rows = yaml.safe_load(_data("gpus.yaml").read_text(encoding="utf-8"))
     table: dict[str, Gpu] = {}
-    for gpu, row in zip(gpus(), rows):
+    for gpu, row in zip(gpus(), rows, strict=False):
         for key in [gpu.name, *row.get("aliases", [])]:
             table[_norm(str(key))] = gpu
     return table
@@ -79,11 +97,11 @@ def find_gpu(name: str, memory_gib: float | None = None) -> Gpu:
     if gpu:
         return gpu
     if memory_gib is not None:  # an unlisted GPU is usable when its memory is given
-        return Gpu(name, int(memory_gib * 1024), memory_gib, None, 1, "unknown", "cuda",
-                   "user-supplied --gpu-memory-gib")
+        return Gpu(
+            name, int(memory_gib * 1024), memory_gib, None, 1, "unknown", "cuda", "user-supplied --gpu-memory-gib"
+        )
     known = ", ".join(g.name for g in gpus())
-    raise UsageError(f"unknown GPU {name!r}; known: {known}",
-                     hint="or describe it with --gpu-memory-gib N")
+    raise UsageError(f"unknown GPU {name!r}; known: {known}", hint="or describe it with --gpu-memory-gib N")
 
 
 @lru_cache(maxsize=1)
@@ -108,7 +126,9 @@ def find_model(name_or_path: str, overrides: dict[str, Any] | None = None) -> Mo
             return shape_from_config(data, row["name"], row["source"], overrides)
     path = Path(name_or_path).expanduser()
     if path.exists():
-        return shape_from_config(load_config(path), path.name if path.is_dir() else path.parent.name,
-                                 f"config.json at {path}", overrides)
-    raise InputError(f"model {name_or_path!r} is neither a catalog name nor a path",
-                     hint="known: " + ", ".join(model_names()))
+        return shape_from_config(
+            load_config(path), path.name if path.is_dir() else path.parent.name, f"config.json at {path}", overrides
+        )
+    raise InputError(
+        f"model {name_or_path!r} is neither a catalog name nor a path", hint="known: " + ", ".join(model_names())
+    )

@@ -14,8 +14,9 @@ from oomkit.plan.layouts import Layout, candidates
 
 
 def _request_for(req: PlanRequest, layout: Layout) -> PlanRequest:
-    return replace(req, gpus=None, tp=layout.tp, pp=layout.pp, dp=layout.dp, ep=layout.ep, dcp=layout.dcp,
-                   pool=layout.pool)
+    return replace(
+        req, gpus=None, tp=layout.tp, pp=layout.pp, dp=layout.dp, ep=layout.ep, dcp=layout.dcp, pool=layout.pool
+    )
 
 
 def _row(p: Plan, label: str, gpus: int) -> dict[str, Any]:
@@ -23,12 +24,21 @@ def _row(p: Plan, label: str, gpus: int) -> dict[str, Any]:
     headroom = None
     if p.target_blocks:
         headroom = round((c.num_blocks - 1) / p.target_blocks, 3)
-    return {"label": label, "gpus": gpus, "fits_load": p.fits_load,
-            "fits_one_request": p.fits_load and c.fits_one_request, "fits_target": p.fits_target,
-            "weights_gib": g["weights_gib"], "kv_cache_gib": g["kv_cache_gib"], "kv_cache_tokens": c.kv_cache_tokens,
-            "max_concurrency": round(c.max_concurrency, 2), "engines": p.layout.dp,
-            "total_concurrency": round(c.max_concurrency * p.layout.dp, 2), "target_headroom": headroom,
-            "layout": p.layout.to_dict()}
+    return {
+        "label": label,
+        "gpus": gpus,
+        "fits_load": p.fits_load,
+        "fits_one_request": p.fits_load and c.fits_one_request,
+        "fits_target": p.fits_target,
+        "weights_gib": g["weights_gib"],
+        "kv_cache_gib": g["kv_cache_gib"],
+        "kv_cache_tokens": c.kv_cache_tokens,
+        "max_concurrency": round(c.max_concurrency, 2),
+        "engines": p.layout.dp,
+        "total_concurrency": round(c.max_concurrency * p.layout.dp, 2),
+        "target_headroom": headroom,
+        "layout": p.layout.to_dict(),
+    }
 
 
 def compare(req: PlanRequest, gpu_counts: list[int]) -> list[dict[str, Any]]:
@@ -44,7 +54,7 @@ def compare(req: PlanRequest, gpu_counts: list[int]) -> list[dict[str, Any]]:
             rows.append(_failed(layout.label, layout.gpus, err))
     prefill = [x for x in layouts if x.pool == "prefill"]
     decode = [x for x in layouts if x.pool == "decode"]
-    for pre, dec in zip(prefill, decode):
+    for pre, dec in zip(prefill, decode, strict=False):
         rows.append(_pd_row(req, m, pre, dec))
     return sorted(rows, key=_rank)
 
@@ -66,11 +76,29 @@ def _pd_row(req: PlanRequest, m: Any, pre: Layout, dec: Layout) -> dict[str, Any
 
 
 def _failed(label: str, gpus: int, err: OomkitError) -> dict[str, Any]:
-    return {"label": label, "gpus": gpus, "fits_load": False, "fits_one_request": False, "fits_target": None,
-            "weights_gib": 0.0, "kv_cache_gib": 0.0, "kv_cache_tokens": 0, "max_concurrency": 0.0, "engines": 0,
-            "total_concurrency": 0.0, "target_headroom": None, "error": err.one_line()}
+    return {
+        "label": label,
+        "gpus": gpus,
+        "fits_load": False,
+        "fits_one_request": False,
+        "fits_target": None,
+        "weights_gib": 0.0,
+        "kv_cache_gib": 0.0,
+        "kv_cache_tokens": 0,
+        "max_concurrency": 0.0,
+        "engines": 0,
+        "total_concurrency": 0.0,
+        "target_headroom": None,
+        "error": err.one_line(),
+    }
 
 
 def _rank(row: dict[str, Any]) -> tuple[Any, ...]:
-    return (not row["fits_target"], not row["fits_load"], not row["fits_one_request"],
-            -(row["target_headroom"] or 0), -row["total_concurrency"], row["gpus"])
+    return (
+        not row["fits_target"],
+        not row["fits_load"],
+        not row["fits_one_request"],
+        -(row["target_headroom"] or 0),
+        -row["total_concurrency"],
+        row["gpus"],
+    )

@@ -75,34 +75,59 @@ class Plan:
 
     def per_gpu_gib(self) -> dict[str, float]:
         b = self.budget
-        return {k: round(v / GIB, 2) for k, v in (
-            ("capacity_gib", b.capacity_bytes), ("budget_gib", b.budget_bytes), ("weights_gib", b.weights_bytes),
-            ("activation_gib", b.activation_bytes), ("cudagraph_gib", b.cudagraph_bytes),
-            ("other_gib", b.other_bytes), ("kv_cache_gib", max(0, b.kv_bytes)))}
+        return {
+            k: round(v / GIB, 2)
+            for k, v in (
+                ("capacity_gib", b.capacity_bytes),
+                ("budget_gib", b.budget_bytes),
+                ("weights_gib", b.weights_bytes),
+                ("activation_gib", b.activation_bytes),
+                ("cudagraph_gib", b.cudagraph_bytes),
+                ("other_gib", b.other_bytes),
+                ("kv_cache_gib", max(0, b.kv_bytes)),
+            )
+        }
 
     def to_dict(self) -> dict[str, Any]:
         c = self.capacity
         return {
-            "model": self.model.to_dict(), "gpu": self.gpu.to_dict(), "layout": self.layout.to_dict(),
-            "vllm": self.behaviour.to_dict(), "settings": self.settings,
+            "model": self.model.to_dict(),
+            "gpu": self.gpu.to_dict(),
+            "layout": self.layout.to_dict(),
+            "vllm": self.behaviour.to_dict(),
+            "settings": self.settings,
             "per_gpu": self.per_gpu_gib(),
             "kv_bytes_per_token": self.kv.kv_bytes_per_token,
             "state_bytes_per_sequence": self.kv.state_bytes_per_sequence,
-            "block_size": self.kv.block_size, "num_blocks": c.num_blocks,
-            "kv_cache_tokens": c.kv_cache_tokens, "max_concurrency": round(c.max_concurrency, 2),
-            "fits": {"load": self.fits_load, "one_request": self.fits_load and c.fits_one_request,
-                     "target": self.fits_target},
+            "block_size": self.kv.block_size,
+            "num_blocks": c.num_blocks,
+            "kv_cache_tokens": c.kv_cache_tokens,
+            "max_concurrency": round(c.max_concurrency, 2),
+            "fits": {
+                "load": self.fits_load,
+                "one_request": self.fits_load and c.fits_one_request,
+                "target": self.fits_target,
+            },
             "estimated_max_model_len": c.estimated_max_model_len,
-            "deployment": {"engines": self.layout.dp, "gpus": self.layout.gpus,
-                           "max_concurrency_total": round(c.max_concurrency * self.layout.dp, 2),
-                           "target_blocks_per_engine": self.target_blocks},
-            "kv_groups": {"count": len(self.kv.groups), "bytes_per_block": c.bytes_per_block,
-                          "blocks_per_request": c.blocks_per_request, "padding_layers": self.kv.padding_layers,
-                          "mamba_page_padded": self.kv.mamba_page_padded},
-            "weights": {"total_gib": round(self.weights.total_bytes / GIB, 2),
-                        "total_params_b": round(self.weights.total_params / 1e9, 2),
-                        "per_stage_gib": [round(x / GIB, 2) for x in self.weights.per_stage_bytes],
-                        "by_format_gib": {k: round(v / GIB, 2) for k, v in self.weights.by_format_bytes.items()}},
+            "deployment": {
+                "engines": self.layout.dp,
+                "gpus": self.layout.gpus,
+                "max_concurrency_total": round(c.max_concurrency * self.layout.dp, 2),
+                "target_blocks_per_engine": self.target_blocks,
+            },
+            "kv_groups": {
+                "count": len(self.kv.groups),
+                "bytes_per_block": c.bytes_per_block,
+                "blocks_per_request": c.blocks_per_request,
+                "padding_layers": self.kv.padding_layers,
+                "mamba_page_padded": self.kv.mamba_page_padded,
+            },
+            "weights": {
+                "total_gib": round(self.weights.total_bytes / GIB, 2),
+                "total_params_b": round(self.weights.total_params / 1e9, 2),
+                "per_stage_gib": [round(x / GIB, 2) for x in self.weights.per_stage_bytes],
+                "by_format_gib": {k: round(v / GIB, 2) for k, v in self.weights.by_format_bytes.items()},
+            },
             "levers": list(self.levers),
             "assumptions": [a.to_dict() for a in self.assumptions.values()],
             "notes": list(self.notes),
@@ -115,11 +140,12 @@ def resolve_layout(req: PlanRequest, gpu: Gpu) -> Layout:
     if req.gpus and not given:  # only a GPU count: TP inside the NVLink domain, PP across domains
         tp = min(req.gpus, gpu.nvlink_domain) if req.gpus > gpu.nvlink_domain else req.gpus
         pp = max(1, req.gpus // tp)
-    layout = Layout(tp=tp, pp=pp, dp=dp, ep=req.ep, dcp=req.dcp or 1,
-                    eplb_redundant=req.eplb_redundant, pool=req.pool)
+    layout = Layout(tp=tp, pp=pp, dp=dp, ep=req.ep, dcp=req.dcp or 1, eplb_redundant=req.eplb_redundant, pool=req.pool)
     if req.gpus and layout.gpus != req.gpus:
-        raise UsageError(f"--gpus {req.gpus} does not match TP x PP x DP = {layout.gpus}",
-                         hint="make --tp x --pp x --dp equal --gpus, or drop --gpus")
+        raise UsageError(
+            f"--gpus {req.gpus} does not match TP x PP x DP = {layout.gpus}",
+            hint="make --tp x --pp x --dp equal --gpus, or drop --gpus",
+        )
     return layout
 
 
@@ -134,7 +160,9 @@ def plan(req: PlanRequest, model: ModelShape | None = None, with_levers: bool = 
     a = bud.assumptions(req.assume)
     cap_gib, cap_src = gpu.capacity_gib(req.gpu_memory_gib)
     if cap_gib is None and req.kv_cache_memory_bytes is None:
-        raise UsageError(f"{gpu.name} has no fixed memory size", hint="pass --gpu-memory-gib N or --kv-cache-memory-bytes N")
+        raise UsageError(
+            f"{gpu.name} has no fixed memory size", hint="pass --gpu-memory-gib N or --kv-cache-memory-bytes N"
+        )
     capacity = int((cap_gib or 0) * GIB)
     s = _settings(req, m, gpu, b, layout, cap_gib or 0.0)
     scheme = scheme_from_cli(req.quantization, m.dtype, m.quant) if req.quantization else m.quant
@@ -147,23 +175,42 @@ def plan(req: PlanRequest, model: ModelShape | None = None, with_levers: bool = 
     block = _block_size(req, m, b, pf)
     m_kv, extra = (_with_mtp(m), m.mtp_layers) if mtp else (m, 0)
     kernel = pf.mla_kernel_block if m.mla else pf.attn_kernel_block
-    layout_kv = kv.build(kv.KvInputs(m_kv, layout, kvd, block, s["max_model_len"], s["in_flight_tokens"], state,
-                                     pf.mla_align_min, kernel, extra))
+    layout_kv = kv.build(
+        kv.KvInputs(
+            m_kv, layout, kvd, block, s["max_model_len"], s["in_flight_tokens"], state, pf.mla_align_min, kernel, extra
+        )
+    )
     if state.mode == "all":  # one state per mamba block of block_size tokens (0.17-0.30)
         state = replace(state, mamba_blocks_all_mode=kv.cdiv(s["max_model_len"], layout_kv.block_size))
-        layout_kv = kv.build(kv.KvInputs(m_kv, layout, kvd, block, s["max_model_len"], s["in_flight_tokens"], state,
-                                         pf.mla_align_min, kernel, extra))
+        layout_kv = kv.build(
+            kv.KvInputs(
+                m_kv,
+                layout,
+                kvd,
+                block,
+                s["max_model_len"],
+                s["in_flight_tokens"],
+                state,
+                pf.mla_align_min,
+                kernel,
+                extra,
+            )
+        )
     if mtp:
         notes.append(f"{m.mtp_layers} MTP layer(s) loaded for speculative decoding: weights and KV included")
     if m.vision:
-        notes.append(f"vision tower counted: {m.vision.params / 1e9:.2f}B parameters on every rank "
-                     "(encoder profiling memory not modelled)")
+        notes.append(
+            f"vision tower counted: {m.vision.params / 1e9:.2f}B parameters on every rank "
+            "(encoder profiling memory not modelled)"
+        )
     act = _override(a, req, "activation_gib") or bud.activation_bytes(
-        m, layout.tp, layout.dp, layout.ep, s["max_num_batched_tokens"], s["max_num_seqs"], a)
+        m, layout.tp, layout.dp, layout.ep, s["max_num_batched_tokens"], s["max_num_seqs"], a
+    )
     graphs = 0
     if pf.cudagraphs and not req.enforce_eager:
-        sizes = cudagraph_capture_sizes(s["max_num_seqs"] * (1 + req.num_speculative_tokens),
-                                        s["max_num_batched_tokens"], gpu.arch == "blackwell")
+        sizes = cudagraph_capture_sizes(
+            s["max_num_seqs"] * (1 + req.num_speculative_tokens), s["max_num_batched_tokens"], gpu.arch == "blackwell"
+        )
         graphs = _override(a, req, "cudagraph_gib") or bud.cudagraph_bytes(m, layout.pp, len(sizes), a)
     gmu = s["gpu_memory_utilization"]
     bg = bud.budget(capacity, gmu, b, gpu.platform, w.per_gpu_bytes, act, graphs, a, req.kv_cache_memory_bytes)
@@ -196,23 +243,39 @@ def _with_mtp(m: ModelShape) -> ModelShape:
     return replace(m, layers=m.layers + extra)
 
 
-def _capacity(layout_kv: kv.KvLayout, bg: bud.Budget, s: dict[str, Any], layout: Layout, b: Behaviour,
-              req: PlanRequest) -> kv.Capacity:
-    return kv.capacity(layout_kv, max(0, bg.kv_bytes), s["max_model_len"], layout.dcp, s["in_flight_tokens"],
-                       b.tokens_formula, b.concurrency_formula, b.null_block_reserved, req.num_gpu_blocks_override)
+def _capacity(
+    layout_kv: kv.KvLayout, bg: bud.Budget, s: dict[str, Any], layout: Layout, b: Behaviour, req: PlanRequest
+) -> kv.Capacity:
+    return kv.capacity(
+        layout_kv,
+        max(0, bg.kv_bytes),
+        s["max_model_len"],
+        layout.dcp,
+        s["in_flight_tokens"],
+        b.tokens_formula,
+        b.concurrency_formula,
+        b.null_block_reserved,
+        req.num_gpu_blocks_override,
+    )
 
 
 def _note_estimates(a: dict[str, bud.Assumption], act: int, graphs: int, s: dict[str, Any]) -> None:
     if "activation_gib" not in a:
         a["activation_gib"] = bud.Assumption(
-            "activation_gib", round(act / GIB, 3), "GiB",
+            "activation_gib",
+            round(act / GIB, 3),
+            "GiB",
             f"estimated: profile forward of max_num_batched_tokens={s['max_num_batched_tokens']} or the sampler "
-            f"on max_num_seqs={s['max_num_seqs']} rows, whichever is larger")
+            f"on max_num_seqs={s['max_num_seqs']} rows, whichever is larger",
+        )
     if "cudagraph_gib" not in a:
         a["cudagraph_gib"] = bud.Assumption(
-            "cudagraph_gib", round(graphs / GIB, 3), "GiB",
+            "cudagraph_gib",
+            round(graphs / GIB, 3),
+            "GiB",
             "estimated: cudagraph_base_gib + cudagraph_mib_per_layer_size x layers x capture sizes "
-            "(0 with --enforce-eager or on CPU)")
+            "(0 with --enforce-eager or on CPU)",
+        )
 
 
 def _override(a: dict[str, bud.Assumption], req: PlanRequest, name: str) -> int | None:
@@ -222,14 +285,18 @@ def _override(a: dict[str, bud.Assumption], req: PlanRequest, name: str) -> int 
     return None
 
 
-def _settings(req: PlanRequest, m: ModelShape, gpu: Gpu, b: Behaviour, layout: Layout, cap_gib: float) -> dict[str, Any]:
+def _settings(
+    req: PlanRequest, m: ModelShape, gpu: Gpu, b: Behaviour, layout: Layout, cap_gib: float
+) -> dict[str, Any]:
     auto_fit = req.max_model_len == -1  # vLLM's --max-model-len -1 / auto
     mml = m.max_position_embeddings if auto_fit or not req.max_model_len else req.max_model_len
     if not mml:
         raise UsageError(f"{m.name}: config has no max_position_embeddings", hint="pass --max-model-len N")
     if m.max_position_embeddings and mml > m.max_position_embeddings:
-        raise UsageError(f"--max-model-len {mml} is above the model's max_position_embeddings "
-                         f"{m.max_position_embeddings} (vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)")
+        raise UsageError(
+            f"--max-model-len {mml} is above the model's max_position_embeddings "
+            f"{m.max_position_embeddings} (vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)"
+        )
     world = layout.tp * layout.pp
     if b.version >= (0, 9):
         mnbt_d, mns_d = batch_defaults(gpu.platform, cap_gib, gpu.name, world)
@@ -252,12 +319,20 @@ def _settings(req: PlanRequest, m: ModelShape, gpu: Gpu, b: Behaviour, layout: L
     prefix = req.enable_prefix_caching if req.enable_prefix_caching is not None else b.version >= (0, 13)
     if gpu.platform == "cpu" and m.mla:
         prefix = False  # "MLA is enabled on a non-GPU platform; forcing ... prefix caching to be disabled"
-    return {"max_model_len": int(mml), "auto_fit": auto_fit, "max_num_seqs": int(mns), "max_num_batched_tokens": int(mnbt),
-            "gpu_memory_utilization": gmu, "kv_cache_dtype": req.kv_cache_dtype,
-            "enable_prefix_caching": prefix, "in_flight_tokens": int(in_flight),
-            "num_speculative_tokens": req.num_speculative_tokens, "enforce_eager": req.enforce_eager,
-            "kv_cache_memory_bytes": req.kv_cache_memory_bytes,
-            "num_gpu_blocks_override": req.num_gpu_blocks_override}
+    return {
+        "max_model_len": int(mml),
+        "auto_fit": auto_fit,
+        "max_num_seqs": int(mns),
+        "max_num_batched_tokens": int(mnbt),
+        "gpu_memory_utilization": gmu,
+        "kv_cache_dtype": req.kv_cache_dtype,
+        "enable_prefix_caching": prefix,
+        "in_flight_tokens": int(in_flight),
+        "num_speculative_tokens": req.num_speculative_tokens,
+        "enforce_eager": req.enforce_eager,
+        "kv_cache_memory_bytes": req.kv_cache_memory_bytes,
+        "num_gpu_blocks_override": req.num_gpu_blocks_override,
+    }
 
 
 def _state(req: PlanRequest, m: ModelShape, b: Behaviour, pf: Any, s: dict[str, Any]) -> StateConfig:
@@ -269,8 +344,14 @@ def _state(req: PlanRequest, m: ModelShape, b: Behaviour, pf: Any, s: dict[str, 
     ckpt = 0
     if mode == "align" and (m.linear.kind == "mamba2" or (m.linear.kind == "kda" and pf.kda_prefill_checkpoint)):
         ckpt = 1  # mamba_mixer2.py / kimi_k3 kda.py reserve one prefill-checkpoint block
-    return StateConfig(DTYPE_BYTES.get(m.dtype, 2), DTYPE_BYTES.get(ssm, 4), req.num_speculative_tokens, mode,
-                       use_replayssm=req.use_replayssm, prefill_checkpoint_blocks=ckpt)
+    return StateConfig(
+        DTYPE_BYTES.get(m.dtype, 2),
+        DTYPE_BYTES.get(ssm, 4),
+        req.num_speculative_tokens,
+        mode,
+        use_replayssm=req.use_replayssm,
+        prefill_checkpoint_blocks=ckpt,
+    )
 
 
 def _block_size(req: PlanRequest, m: ModelShape, b: Behaviour, pf: Any) -> int:
@@ -283,8 +364,15 @@ def _block_size(req: PlanRequest, m: ModelShape, b: Behaviour, pf: Any) -> int:
     return pf.default_block_size or b.default_block_size
 
 
-def _target(req: PlanRequest, layout_kv: kv.KvLayout, cap: kv.Capacity, dcp: int, dp_engines: int,
-            s: dict[str, Any], loads: bool) -> tuple[int | None, bool | None]:
+def _target(
+    req: PlanRequest,
+    layout_kv: kv.KvLayout,
+    cap: kv.Capacity,
+    dcp: int,
+    dp_engines: int,
+    s: dict[str, Any],
+    loads: bool,
+) -> tuple[int | None, bool | None]:
     if not req.concurrency and not req.context:
         return None, None
     ctx = req.context or s["max_model_len"]

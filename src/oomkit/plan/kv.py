@@ -47,7 +47,7 @@ class Group:
     specs: tuple[Spec, ...]  # one per layer (UniformTypeKVCacheSpecs keeps per-layer specs)
 
     def pages(self, on: set[str] | None = None) -> int:
-        return sum(s.page_bytes for n, s in zip(self.layers, self.specs) if on is None or n in on)
+        return sum(s.page_bytes for n, s in zip(self.layers, self.specs, strict=False) if on is None or n in on)
 
     def blocks_per_request(self, max_model_len: int, dcp: int, in_flight: int) -> int:
         return max(s.blocks_per_request(max_model_len, dcp, in_flight) for s in self.specs)
@@ -104,8 +104,9 @@ def build(inp: KvInputs) -> KvLayout:
     state_page = state_bytes(m, tp, inp.state) if has_state else 0
     block, padded = inp.block_size, None
     if has_state and (m.count("full") or m.count("mla")):
-        block = hybrid_block_size(attn_1tok, state_page, inp.block_size, inp.kernel_block,
-                                  inp.mla_align_min if m.mla else 0)
+        block = hybrid_block_size(
+            attn_1tok, state_page, inp.block_size, inp.kernel_block, inp.mla_align_min if m.mla else 0
+        )
         padded = block * attn_1tok if block * attn_1tok != state_page else None
     specs: dict[str, Spec] = {}
     names_by_layer: dict[int, list[str]] = {}
@@ -119,17 +120,18 @@ def build(inp: KvInputs) -> KvLayout:
                 specs[f"{layer.index}.indexer"] = Spec("mla", block * indexer_bytes_per_token(m), block)
                 names.append(f"{layer.index}.indexer")
         elif layer.attn == "linear":
-            specs[f"{layer.index}.state"] = Spec("mamba", padded or state_page, block,
-                                                 mamba_blocks=inp.state.slots_per_request)
+            specs[f"{layer.index}.state"] = Spec(
+                "mamba", padded or state_page, block, mamba_blocks=inp.state.slots_per_request
+            )
             names.append(f"{layer.index}.state")
     groups, padding = make_groups(specs)
     parts = pp_partition(m.num_layers - inp.extra_layers, inp.layout.pp)
     parts[-1] = range(parts[-1].start, m.num_layers)
     stages = tuple(frozenset(n for i in r for n in names_by_layer.get(i, [])) for r in parts)
-    per_token = max(sum(s.page_bytes // s.block_size for n, s in specs.items() if s.holds_tokens and n in st)
-                    for st in stages)
-    return KvLayout(block, padded, specs, groups, stages, padding, per_token,
-                    state_page * m.count("linear"))
+    per_token = max(
+        sum(s.page_bytes // s.block_size for n, s in specs.items() if s.holds_tokens and n in st) for st in stages
+    )
+    return KvLayout(block, padded, specs, groups, stages, padding, per_token, state_page * m.count("linear"))
 
 
 def make_groups(specs: dict[str, Spec]) -> tuple[tuple[Group, ...], int]:
@@ -204,24 +206,34 @@ class Capacity:
     needed_bytes: int  # KV memory one max_model_len request needs (worst stage)
 
 
-def capacity(kv: KvLayout, available_bytes: int, max_model_len: int, dcp: int, in_flight: int,
-             tokens_formula: str, concurrency_formula: str, null_block_reserved: bool,
-             num_blocks_override: int | None = None) -> Capacity:
+def capacity(
+    kv: KvLayout,
+    available_bytes: int,
+    max_model_len: int,
+    dcp: int,
+    in_flight: int,
+    tokens_formula: str,
+    concurrency_formula: str,
+    null_block_reserved: bool,
+    num_blocks_override: int | None = None,
+) -> Capacity:
     stage_bpb = [bytes_per_block(kv.groups, st) for st in kv.stage_layers]
     stage_bpb = [b for b in stage_bpb if b > 0] or [1]
     if num_blocks_override is not None:  # get_kv_cache_configs: the override sets the capacity
         stage_avail = [num_blocks_override * b for b in stage_bpb]
     else:
         stage_avail = [available_bytes for _ in stage_bpb]
-    num_blocks = min(max(0, a) // b for a, b in zip(stage_avail, stage_bpb))
+    num_blocks = min(max(0, a) // b for a, b in zip(stage_avail, stage_bpb, strict=False))
     per_req = blocks_needed(kv.groups, max_model_len, dcp, in_flight)
-    check = [a - (b if null_block_reserved else 0) for a, b in zip(stage_avail, stage_bpb)]
+    check = [a - (b if null_block_reserved else 0) for a, b in zip(stage_avail, stage_bpb, strict=False)]
     no_memory = any(c <= 0 for c in check)
-    fits = not no_memory and all(b * per_req <= c for b, c in zip(stage_bpb, check))
+    fits = not no_memory and all(b * per_req <= c for b, c in zip(stage_bpb, check, strict=False))
     estimate = None
     if not fits and not no_memory:
-        estimate = min(_estimate_len(kv.groups, b, c, max_model_len, dcp, in_flight)
-                       for b, c in zip(stage_bpb, check))
+        estimate = min(
+            _estimate_len(kv.groups, b, c, max_model_len, dcp, in_flight)
+            for b, c in zip(stage_bpb, check, strict=False)
+        )
     conc = num_blocks / per_req if per_req else 0.0
     if concurrency_formula == "tokens_over_len":
         conc = num_blocks * kv.block_size / max_model_len
@@ -233,8 +245,9 @@ def capacity(kv: KvLayout, available_bytes: int, max_model_len: int, dcp: int, i
     else:
         tokens = num_blocks * kv.block_size
     worst = max(range(len(stage_bpb)), key=lambda i: stage_bpb[i])
-    return Capacity(stage_bpb[worst], num_blocks, per_req, conc, tokens, fits, no_memory, estimate,
-                    stage_bpb[worst] * per_req)
+    return Capacity(
+        stage_bpb[worst], num_blocks, per_req, conc, tokens, fits, no_memory, estimate, stage_bpb[worst] * per_req
+    )
 
 
 def bytes_per_block(groups: tuple[Group, ...], on: frozenset[str] | None = None) -> int:
@@ -249,6 +262,7 @@ def blocks_needed(groups: tuple[Group, ...], max_model_len: int, dcp: int, in_fl
 def _estimate_len(groups: tuple[Group, ...], bpb: int, check: int, max_len: int, dcp: int, in_flight: int) -> int:
     """_estimate_max_model_len_from_groups: binary search over [1, max_model_len]; 0 if even one
     token does not fit."""
+
     def fits(n: int) -> bool:
         return bpb * blocks_needed(groups, n, dcp, in_flight) <= check
 

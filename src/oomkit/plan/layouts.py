@@ -45,8 +45,17 @@ class Layout:
         return core if self.pool == "serve" else f"{self.pool} {core}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "tp": self.tp, "pp": self.pp, "dp": self.dp, "ep": self.ep,
-                "dcp": self.dcp, "eplb_redundant": self.eplb_redundant, "pool": self.pool, "gpus": self.gpus}
+        return {
+            "label": self.label,
+            "tp": self.tp,
+            "pp": self.pp,
+            "dp": self.dp,
+            "ep": self.ep,
+            "dcp": self.dcp,
+            "eplb_redundant": self.eplb_redundant,
+            "pool": self.pool,
+            "gpus": self.gpus,
+        }
 
 
 def pp_partition(num_layers: int, pp: int) -> list[range]:
@@ -69,16 +78,21 @@ def validate(layout: Layout, m: ModelShape) -> None:
         if value < 1:
             raise UsageError(f"{name} must be at least 1")
     if layout.pp > m.num_layers:
-        raise UsageError(f"PP {layout.pp} is larger than the model's {m.num_layers} layers",
-                         hint=f"use --pp {m.num_layers} or fewer")
+        raise UsageError(
+            f"PP {layout.pp} is larger than the model's {m.num_layers} layers", hint=f"use --pp {m.num_layers} or fewer"
+        )
     if m.num_attention_heads % layout.tp:
-        raise UsageError(f"TP {layout.tp} does not divide the {m.num_attention_heads} attention heads",
-                         hint="pick a TP that divides the head count")
+        raise UsageError(
+            f"TP {layout.tp} does not divide the {m.num_attention_heads} attention heads",
+            hint="pick a TP that divides the head count",
+        )
     kv = m.num_kv_heads
     if not m.mla and any(layer.attn in ("full", "sliding") for layer in m.layers) and kv:
         if (kv % layout.tp) and (layout.tp % kv):
-            raise UsageError(f"TP {layout.tp} and the {kv} KV heads must divide one another "
-                             "(vLLM shards KV heads when TP <= KV heads and replicates them otherwise)")
+            raise UsageError(
+                f"TP {layout.tp} and the {kv} KV heads must divide one another "
+                "(vLLM shards KV heads when TP <= KV heads and replicates them otherwise)"
+            )
     if m.linear and m.linear.kind in ("gdn", "mamba2", "kda"):
         heads = m.linear.num_k_heads if m.linear.kind == "gdn" else m.linear.num_heads
         if heads % layout.tp:
@@ -86,15 +100,18 @@ def validate(layout: Layout, m: ModelShape) -> None:
     if layout.dcp > 1 and layout.tp % layout.dcp:
         raise UsageError(f"DCP {layout.dcp} must divide TP {layout.tp} (DCP shards KV inside the TP group)")
     if layout.dcp > 1 and m.count("sliding"):
-        raise UsageError("DCP does not support sliding-window layers (vLLM asserts it)",
-                         hint="drop --dcp for this model")
+        raise UsageError(
+            "DCP does not support sliding-window layers (vLLM asserts it)", hint="drop --dcp for this model"
+        )
     if layout.ep:
         if not m.moe:
             raise UsageError("--ep needs a mixture-of-experts model")
         slots = m.moe.num_experts + layout.eplb_redundant
         if slots % layout.expert_ranks and not layout.eplb_redundant:
-            raise UsageError(f"EP over {layout.expert_ranks} ranks does not divide the {m.moe.num_experts} experts",
-                             hint="pick TPxDP that divides the expert count or add EPLB redundant experts")
+            raise UsageError(
+                f"EP over {layout.expert_ranks} ranks does not divide the {m.moe.num_experts} experts",
+                hint="pick TPxDP that divides the expert count or add EPLB redundant experts",
+            )
 
 
 def candidates(m: ModelShape, gpu_counts: list[int], nvlink_domain: int) -> list[Layout]:
@@ -127,4 +144,3 @@ def candidates(m: ModelShape, gpu_counts: list[int], nvlink_domain: int) -> list
             if layout not in out:
                 out.append(layout)
     return out
-

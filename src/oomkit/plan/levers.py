@@ -18,16 +18,25 @@ KV_ONLY = ("fp8 KV cache", "lower max_model_len", "DCP", "ReplaySSM")
 def levers(p: Plan) -> list[dict[str, Any]]:
     out = [_fp8_kv(p), _shorter_context(p), _dcp(p), _gmu(p), _graphs(p), _replayssm(p), _more_gpus(p)]
     if not p.fits_load:  # cannot load: levers that only reshape the KV pool cannot help
-        out = [_no(x["lever"], x["flag"], "the model does not load on this layout; this lever only changes the KV pool")
-               if x["lever"] in KV_ONLY and x["applies"] else x for x in out]
+        out = [
+            _no(x["lever"], x["flag"], "the model does not load on this layout; this lever only changes the KV pool")
+            if x["lever"] in KV_ONLY and x["applies"]
+            else x
+            for x in out
+        ]
     return out
 
 
 def _summary(p: Plan) -> dict[str, Any]:
     c = p.capacity
-    return {"kv_cache_tokens": c.kv_cache_tokens, "max_concurrency": round(c.max_concurrency, 2),
-            "kv_cache_gib": p.per_gpu_gib()["kv_cache_gib"], "fits_load": p.fits_load,
-            "fits_one_request": p.fits_load and c.fits_one_request, "fits_target": p.fits_target}
+    return {
+        "kv_cache_tokens": c.kv_cache_tokens,
+        "max_concurrency": round(c.max_concurrency, 2),
+        "kv_cache_gib": p.per_gpu_gib()["kv_cache_gib"],
+        "fits_load": p.fits_load,
+        "fits_one_request": p.fits_load and c.fits_one_request,
+        "fits_target": p.fits_target,
+    }
 
 
 def _try(p: Plan, name: str, flag: str, **changes: Any) -> dict[str, Any]:
@@ -53,8 +62,10 @@ def _fp8_kv(p: Plan) -> dict[str, Any]:
         return _no("fp8 KV cache", flag, "the model has no attention KV; its state has its own dtype")
     out = _try(p, "fp8 KV cache", flag, kv_cache_dtype="fp8")
     if p.model.linear:
-        out["why"] = (f"halves attention pages only; the {p.model.linear.kind.upper()} state keeps its own dtype "
-                      "(--mamba-ssm-cache-dtype) and the attention block is re-aligned to the state page")
+        out["why"] = (
+            f"halves attention pages only; the {p.model.linear.kind.upper()} state keeps its own dtype "
+            "(--mamba-ssm-cache-dtype) and the attention block is re-aligned to the state page"
+        )
     return out
 
 
@@ -95,7 +106,9 @@ def _gmu(p: Plan) -> dict[str, Any]:
     if gmu >= 0.97:
         return _no("higher gpu_memory_utilization", flag, f"already {gmu}")
     if p.gpu.platform == "cpu":
-        return _no("higher gpu_memory_utilization", flag, "on CPU it is a fraction of the NUMA node; raise it with care")
+        return _no(
+            "higher gpu_memory_utilization", flag, "on CPU it is a fraction of the NUMA node; raise it with care"
+        )
     new = round(min(0.97, gmu + 0.05), 2)
     return _try(p, "higher gpu_memory_utilization", f"{flag} {new}", gpu_memory_utilization=new)
 
@@ -105,8 +118,12 @@ def _graphs(p: Plan) -> dict[str, Any]:
     if p.budget.cudagraph_bytes == 0:
         return _no("fewer CUDA-graph sizes", flag, "no CUDA graphs are captured here (CPU or --enforce-eager)")
     if not p.behaviour.cudagraphs_charged and not p.behaviour.extensible_kv:
-        return _no("fewer CUDA-graph sizes", flag, "this version captures graphs outside the budget; "
-                   "fewer sizes only protect the headroom above gpu_memory_utilization")
+        return _no(
+            "fewer CUDA-graph sizes",
+            flag,
+            "this version captures graphs outside the budget; "
+            "fewer sizes only protect the headroom above gpu_memory_utilization",
+        )
     out = _try(p, "fewer CUDA-graph sizes", "--enforce-eager (upper bound of the saving)", enforce_eager=True)
     out["why"] = f"graphs are estimated at {p.per_gpu_gib()['cudagraph_gib']} GiB per GPU"
     return out
@@ -129,7 +146,9 @@ def _more_gpus(p: Plan) -> dict[str, Any]:
     lay = p.layout
     domain = p.gpu.nvlink_domain
     if lay.tp * 2 <= domain:
-        return _try(p, "more GPUs", f"--tensor-parallel-size {lay.tp * 2}", tp=lay.tp * 2, gpus=None,
-                    pp=lay.pp, dp=lay.dp)
-    return _try(p, "more GPUs", f"--pipeline-parallel-size {lay.pp * 2}", pp=lay.pp * 2, gpus=None,
-                tp=lay.tp, dp=lay.dp)
+        return _try(
+            p, "more GPUs", f"--tensor-parallel-size {lay.tp * 2}", tp=lay.tp * 2, gpus=None, pp=lay.pp, dp=lay.dp
+        )
+    return _try(
+        p, "more GPUs", f"--pipeline-parallel-size {lay.pp * 2}", pp=lay.pp * 2, gpus=None, tp=lay.tp, dp=lay.dp
+    )

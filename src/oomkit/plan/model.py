@@ -71,7 +71,7 @@ class VisionDims:
     @property
     def params(self) -> int:
         # ViT block: qkv + out (4 h^2) and a 2-matrix MLP; a 2x2 patch merger into the text width.
-        block = 4 * self.hidden ** 2 + 2 * self.hidden * self.intermediate
+        block = 4 * self.hidden**2 + 2 * self.hidden * self.intermediate
         merger = (4 * self.hidden) ** 2 + 4 * self.hidden * self.out_hidden
         return self.layers * block + merger
 
@@ -120,12 +120,20 @@ class ModelShape:
 
     def to_dict(self) -> dict[str, Any]:
         kinds = {k: self.count(k) for k in ATTN_KINDS if self.count(k)}
-        return {"name": self.name, "source": self.source, "architecture": self.architecture,
-                "dtype": self.dtype, "layers": self.num_layers, "layer_kinds": kinds,
-                "moe_layers": sum(1 for layer in self.layers if layer.mlp == "moe"),
-                "linear_kind": self.linear.kind if self.linear else None,
-                "vision_tower": self.vision is not None, "mtp_layers": self.mtp_layers,
-                "quantization": self.quant.to_dict(), "notes": list(self.notes)}
+        return {
+            "name": self.name,
+            "source": self.source,
+            "architecture": self.architecture,
+            "dtype": self.dtype,
+            "layers": self.num_layers,
+            "layer_kinds": kinds,
+            "moe_layers": sum(1 for layer in self.layers if layer.mlp == "moe"),
+            "linear_kind": self.linear.kind if self.linear else None,
+            "vision_tower": self.vision is not None,
+            "mtp_layers": self.mtp_layers,
+            "quantization": self.quant.to_dict(),
+            "notes": list(self.notes),
+        }
 
 
 MAX_LAYERS = 10_000  # the largest published models have < 200 layers
@@ -149,8 +157,10 @@ class _Cfg:
         value = self.get(*keys)
         if value is None:
             supply = flag or f"--hf-overrides '{{\"{keys[0]}\": ...}}'"
-            raise InputError(f"{self.where} has no `{keys[0]}`, which the planner needs",
-                             hint=f"add it to the config or pass {supply}")
+            raise InputError(
+                f"{self.where} has no `{keys[0]}`, which the planner needs",
+                hint=f"add it to the config or pass {supply}",
+            )
         return value
 
 
@@ -169,14 +179,17 @@ def load_config(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def shape_from_config(data: dict[str, Any], name: str, source: str,
-                      overrides: dict[str, Any] | None = None) -> ModelShape:
+def shape_from_config(
+    data: dict[str, Any], name: str, source: str, overrides: dict[str, Any] | None = None
+) -> ModelShape:
     try:
         shape = _shape(data, name, source, overrides)
     except (TypeError, ValueError, AttributeError, IndexError, KeyError, OverflowError, ZeroDivisionError) as err:
         # A hand-edited or truncated config holds a list, null or NaN where a number belongs.
-        raise InputError(f"config of {name} has a field of the wrong type ({type(err).__name__}: {err})",
-                         hint="compare it with the model's config.json on the Hub, or fix it with --hf-overrides") from None
+        raise InputError(
+            f"config of {name} has a field of the wrong type ({type(err).__name__}: {err})",
+            hint="compare it with the model's config.json on the Hub, or fix it with --hf-overrides",
+        ) from None
     _check_counts(shape, name)
     return shape
 
@@ -189,11 +202,16 @@ def _check_counts(obj: Any, name: str) -> None:
         for item in value if isinstance(value, tuple) else (value,):
             if is_dataclass(item):
                 _check_counts(item, name)
-            elif str(f.type).startswith("int") and item is not None and not (
-                    isinstance(item, int) and -MAX_COUNT <= item <= MAX_COUNT):
+            elif (
+                str(f.type).startswith("int")
+                and item is not None
+                and not (isinstance(item, int) and -MAX_COUNT <= item <= MAX_COUNT)
+            ):
                 got = f"{item.bit_length()}-bit number" if isinstance(item, int) else type(item).__name__
-                raise InputError(f"config of {name}: {f.name} must be a whole number up to 2**40, not a {got}",
-                                 hint="compare it with the model's config.json on the Hub, or fix it with --hf-overrides")
+                raise InputError(
+                    f"config of {name}: {f.name} must be a whole number up to 2**40, not a {got}",
+                    hint="compare it with the model's config.json on the Hub, or fix it with --hf-overrides",
+                )
 
 
 def _shape(data: dict[str, Any], name: str, source: str, overrides: dict[str, Any] | None) -> ModelShape:
@@ -205,8 +223,10 @@ def _shape(data: dict[str, Any], name: str, source: str, overrides: dict[str, An
     hidden = int(cfg.need("hidden_size"))
     n_layers = int(cfg.need("num_hidden_layers", "num_layers"))
     if not 0 < n_layers <= MAX_LAYERS:  # a flipped digit must not build a billion-layer table
-        raise InputError(f"config of {name}: num_hidden_layers {n_layers} is outside 1..{MAX_LAYERS}",
-                         hint="fix num_hidden_layers in the config")
+        raise InputError(
+            f"config of {name}: num_hidden_layers {n_layers} is outside 1..{MAX_LAYERS}",
+            hint="fix num_hidden_layers in the config",
+        )
     heads = int(cfg.need("num_attention_heads"))
     head_dim = int(cfg.get("head_dim", "attention_head_dim", default=hidden // heads))
     mla = _mla(cfg)
@@ -215,20 +235,31 @@ def _shape(data: dict[str, Any], name: str, source: str, overrides: dict[str, An
     layers, notes = _layers(cfg, n_layers, mla, linear, moe)
     arch = (data.get("architectures") or text.get("architectures") or ["unknown"])[0]
     return ModelShape(
-        name=name, source=source, architecture=arch,
+        name=name,
+        source=source,
+        architecture=arch,
         model_type=str(text.get("model_type") or data.get("model_type") or ""),
-        dtype=dtype, hidden_size=hidden, vocab_size=int(cfg.need("vocab_size")),
+        dtype=dtype,
+        hidden_size=hidden,
+        vocab_size=int(cfg.need("vocab_size")),
         max_position_embeddings=cfg.get("max_position_embeddings", "max_sequence_length", "seq_length"),
         num_attention_heads=heads,
         num_kv_heads=int(cfg.get("num_key_value_heads", default=heads)),
-        head_dim=head_dim, intermediate_size=int(cfg.get("intermediate_size", default=4 * hidden)),
-        layers=layers, quant=scheme_from_config(qcfg, dtype),
+        head_dim=head_dim,
+        intermediate_size=int(cfg.get("intermediate_size", default=4 * hidden)),
+        layers=layers,
+        quant=scheme_from_config(qcfg, dtype),
         mlp_gated=str(cfg.get("mlp_hidden_act", "hidden_act", default="silu")) != "relu2",
         attn_output_gate=bool(cfg.get("attn_output_gate", default=False)),
         tie_word_embeddings=bool(data.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
-        mla=mla, linear=linear, moe=moe, vision=_vision(data.get("vision_config"), hidden),
-        mtp_layers=int(cfg.get("num_nextn_predict_layers", "mtp_num_hidden_layers", default=0)
-                       or (cfg.get("num_mtp_modules", default=0) if cfg.get("use_mtp") else 0)),
+        mla=mla,
+        linear=linear,
+        moe=moe,
+        vision=_vision(data.get("vision_config"), hidden),
+        mtp_layers=int(
+            cfg.get("num_nextn_predict_layers", "mtp_num_hidden_layers", default=0)
+            or (cfg.get("num_mtp_modules", default=0) if cfg.get("use_mtp") else 0)
+        ),
         ssm_dtype_hint=cfg.get("mamba_ssm_dtype", "mamba_ssm_cache_dtype"),
         notes=tuple(notes),
     )
@@ -238,28 +269,45 @@ def _mla(cfg: _Cfg) -> MlaDims | None:
     if cfg.get("kv_lora_rank") is None:
         return None
     return MlaDims(
-        q_lora_rank=cfg.get("q_lora_rank"), kv_lora_rank=int(cfg.get("kv_lora_rank")),
-        qk_rope_head_dim=int(cfg.need("qk_rope_head_dim")), qk_nope_head_dim=int(cfg.need("qk_nope_head_dim")),
-        v_head_dim=int(cfg.need("v_head_dim")), output_gate=bool(cfg.get("mla_use_output_gate", default=False)),
-        indexer_head_dim=cfg.get("index_head_dim"), indexer_heads=cfg.get("index_n_heads"),
+        q_lora_rank=cfg.get("q_lora_rank"),
+        kv_lora_rank=int(cfg.get("kv_lora_rank")),
+        qk_rope_head_dim=int(cfg.need("qk_rope_head_dim")),
+        qk_nope_head_dim=int(cfg.need("qk_nope_head_dim")),
+        v_head_dim=int(cfg.need("v_head_dim")),
+        output_gate=bool(cfg.get("mla_use_output_gate", default=False)),
+        indexer_head_dim=cfg.get("index_head_dim"),
+        indexer_heads=cfg.get("index_n_heads"),
     )
 
 
 def _linear(cfg: _Cfg) -> LinearAttnDims | None:
     lac = cfg.get("linear_attn_config")
     if lac:  # Kimi Linear / K3 (vllm/model_executor/layers/mamba/mamba_utils.py kda_state_shape)
-        return LinearAttnDims("kda", int(lac["num_heads"]), int(lac["head_dim"]),
-                              int(lac.get("short_conv_kernel_size", 4)),
-                              full_rank_gate=bool(lac.get("use_full_rank_gate", False)))
+        return LinearAttnDims(
+            "kda",
+            int(lac["num_heads"]),
+            int(lac["head_dim"]),
+            int(lac.get("short_conv_kernel_size", 4)),
+            full_rank_gate=bool(lac.get("use_full_rank_gate", False)),
+        )
     if cfg.get("linear_num_value_heads") is not None:  # Qwen3-Next / Qwen3.5 gated delta net
-        return LinearAttnDims("gdn", int(cfg.get("linear_num_value_heads")), int(cfg.need("linear_value_head_dim")),
-                              int(cfg.get("linear_conv_kernel_dim", default=4)),
-                              num_k_heads=int(cfg.need("linear_num_key_heads")),
-                              head_k_dim=int(cfg.need("linear_key_head_dim")))
+        return LinearAttnDims(
+            "gdn",
+            int(cfg.get("linear_num_value_heads")),
+            int(cfg.need("linear_value_head_dim")),
+            int(cfg.get("linear_conv_kernel_dim", default=4)),
+            num_k_heads=int(cfg.need("linear_num_key_heads")),
+            head_k_dim=int(cfg.need("linear_key_head_dim")),
+        )
     if cfg.get("hybrid_override_pattern") is not None:  # Nemotron-H mamba2
-        return LinearAttnDims("mamba2", int(cfg.need("mamba_num_heads")), int(cfg.need("mamba_head_dim")),
-                              int(cfg.get("conv_kernel", default=4)), n_groups=int(cfg.need("n_groups")),
-                              state_size=int(cfg.need("ssm_state_size")))
+        return LinearAttnDims(
+            "mamba2",
+            int(cfg.need("mamba_num_heads")),
+            int(cfg.need("mamba_head_dim")),
+            int(cfg.get("conv_kernel", default=4)),
+            n_groups=int(cfg.need("n_groups")),
+            state_size=int(cfg.need("ssm_state_size")),
+        )
     return None
 
 
@@ -270,17 +318,25 @@ def _moe(cfg: _Cfg) -> MoeDims | None:
     topk = int(cfg.need("num_experts_per_tok", "num_experts_per_token", "experts_per_token", "top_k_experts"))
     inter = int(cfg.get("moe_intermediate_size", default=cfg.get("intermediate_size")))
     shared = int(cfg.get("n_shared_experts", "num_shared_experts", default=0) or 0)
-    shared_inter = cfg.get("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size",
-                           "shared_intermediate_size")
+    shared_inter = cfg.get(
+        "shared_expert_intermediate_size", "moe_shared_expert_intermediate_size", "shared_intermediate_size"
+    )
     if shared_inter and not shared:
         shared = 1  # Qwen3-Next / Nemotron: one shared expert of the given width
-    return MoeDims(int(experts), topk, inter, shared, int(shared_inter or inter if shared else 0),
-                   latent_hidden=cfg.get("routed_expert_hidden_size"),
-                   gated=str(cfg.get("mlp_hidden_act", "hidden_act", default="silu")) != "relu2")
+    return MoeDims(
+        int(experts),
+        topk,
+        inter,
+        shared,
+        int(shared_inter or inter if shared else 0),
+        latent_hidden=cfg.get("routed_expert_hidden_size"),
+        gated=str(cfg.get("mlp_hidden_act", "hidden_act", default="silu")) != "relu2",
+    )
 
 
-def _layers(cfg: _Cfg, n: int, mla: MlaDims | None, linear: LinearAttnDims | None,
-            moe: MoeDims | None) -> tuple[tuple[Layer, ...], list[str]]:
+def _layers(
+    cfg: _Cfg, n: int, mla: MlaDims | None, linear: LinearAttnDims | None, moe: MoeDims | None
+) -> tuple[tuple[Layer, ...], list[str]]:
     notes: list[str] = []
     window = cfg.get("sliding_window")
     if cfg.get("use_sliding_window") is False:
@@ -297,10 +353,14 @@ def _layers(cfg: _Cfg, n: int, mla: MlaDims | None, linear: LinearAttnDims | Non
         # window from CacheConfig.sliding_window for every full-attention layer
         # (vllm/model_executor/layers/attention/attention.py Attention.__init__, 0.32-0.34).
         attn = ["sliding" if kind == "full" else kind for kind in attn]
-        notes.append(f"sliding_window {window} is set without layer_types: vLLM applies it to every attention "
-                     "layer (Attention.__init__ falls back to cache_config.sliding_window)")
+        notes.append(
+            f"sliding_window {window} is set without layer_types: vLLM applies it to every attention "
+            "layer (Attention.__init__ falls back to cache_config.sliding_window)"
+        )
     mlp = [_mlp_kind(cfg, i, moe) for i in range(n)]
-    return tuple(Layer(i, a, m, window if a == "sliding" else None) for i, (a, m) in enumerate(zip(attn, mlp))), notes
+    return tuple(
+        Layer(i, a, m, window if a == "sliding" else None) for i, (a, m) in enumerate(zip(attn, mlp, strict=False))
+    ), notes
 
 
 def _attn_kind(cfg: _Cfg, i: int, mla: MlaDims | None, linear: LinearAttnDims | None) -> str:
@@ -341,5 +401,9 @@ def _vision(vc: dict[str, Any] | None, text_hidden: int) -> VisionDims | None:
     layers = c.get("vt_num_hidden_layers", "depth", "num_hidden_layers")
     if not hidden or not layers:
         return None
-    return VisionDims(int(layers), int(hidden), int(c.get("vt_intermediate_size", "intermediate_size", default=4 * hidden)),
-                      int(c.get("text_hidden_size", "out_hidden_size", default=text_hidden)))
+    return VisionDims(
+        int(layers),
+        int(hidden),
+        int(c.get("vt_intermediate_size", "intermediate_size", default=4 * hidden)),
+        int(c.get("text_hidden_size", "out_hidden_size", default=text_hidden)),
+    )

@@ -21,31 +21,49 @@ class WeightFormat:
 
 
 # Effective storage per parameter, scales included.
-FORMATS: dict[str, WeightFormat] = {f.name: f for f in (
-    WeightFormat("fp32", 32.0, "IEEE float32"),
-    WeightFormat("bf16", 16.0, "bfloat16"),
-    WeightFormat("fp16", 16.0, "float16"),
-    WeightFormat("fp8", 8.0 + 32 / (128 * 128),
-                 "fp8 e4m3 with one fp32 scale per 128x128 block (DeepSeek-V3 style weight_block_size)"),
-    WeightFormat("int8", 8.0 + 32 / 4096,
-                 "int8 W8A8, one fp32 scale per output channel (~4096 inputs)"),
-    WeightFormat("int4-g32", 4.0 + 16 / 32,
-                 "compressed-tensors pack-quantized int4, group 32, bf16 scale per group (Kimi K2.5)"),
-    WeightFormat("awq", 4.0 + (16 + 4) / 128,
-                 "AWQ int4, group 128: fp16 scale and 4-bit zero point per group"),
-    WeightFormat("gptq", 4.0 + (16 + 4) / 128,
-                 "GPTQ int4, group 128: fp16 scale and packed 4-bit zero point per group"),
-    WeightFormat("mxfp4", 4.25,
-                 "OCP MX FP4: 4-bit e2m1 plus one 8-bit e8m0 scale per 32 (gpt-oss, Kimi K3)"),
-    WeightFormat("nvfp4", 4.5,
-                 "NVFP4: 4-bit e2m1 plus one fp8 e4m3 scale per 16 (NVIDIA ModelOpt)"),
-)}
+FORMATS: dict[str, WeightFormat] = {
+    f.name: f
+    for f in (
+        WeightFormat("fp32", 32.0, "IEEE float32"),
+        WeightFormat("bf16", 16.0, "bfloat16"),
+        WeightFormat("fp16", 16.0, "float16"),
+        WeightFormat(
+            "fp8",
+            8.0 + 32 / (128 * 128),
+            "fp8 e4m3 with one fp32 scale per 128x128 block (DeepSeek-V3 style weight_block_size)",
+        ),
+        WeightFormat("int8", 8.0 + 32 / 4096, "int8 W8A8, one fp32 scale per output channel (~4096 inputs)"),
+        WeightFormat(
+            "int4-g32",
+            4.0 + 16 / 32,
+            "compressed-tensors pack-quantized int4, group 32, bf16 scale per group (Kimi K2.5)",
+        ),
+        WeightFormat("awq", 4.0 + (16 + 4) / 128, "AWQ int4, group 128: fp16 scale and 4-bit zero point per group"),
+        WeightFormat(
+            "gptq", 4.0 + (16 + 4) / 128, "GPTQ int4, group 128: fp16 scale and packed 4-bit zero point per group"
+        ),
+        WeightFormat("mxfp4", 4.25, "OCP MX FP4: 4-bit e2m1 plus one 8-bit e8m0 scale per 32 (gpt-oss, Kimi K3)"),
+        WeightFormat("nvfp4", 4.5, "NVFP4: 4-bit e2m1 plus one fp8 e4m3 scale per 16 (NVIDIA ModelOpt)"),
+    )
+}
 
 # Names accepted on the command line (`--quantization`, as vLLM spells them) -> format.
 CLI_NAMES = {
-    "fp8": "fp8", "fbgemm_fp8": "fp8", "modelopt": "fp8", "int8": "int8", "bitsandbytes": "int8",
-    "awq": "awq", "awq_marlin": "awq", "gptq": "gptq", "gptq_marlin": "gptq", "int4": "int4-g32",
-    "mxfp4": "mxfp4", "nvfp4": "nvfp4", "modelopt_fp4": "nvfp4", "bf16": "bf16", "fp16": "fp16",
+    "fp8": "fp8",
+    "fbgemm_fp8": "fp8",
+    "modelopt": "fp8",
+    "int8": "int8",
+    "bitsandbytes": "int8",
+    "awq": "awq",
+    "awq_marlin": "awq",
+    "gptq": "gptq",
+    "gptq_marlin": "gptq",
+    "int4": "int4-g32",
+    "mxfp4": "mxfp4",
+    "nvfp4": "nvfp4",
+    "modelopt_fp4": "nvfp4",
+    "bf16": "bf16",
+    "fp16": "fp16",
     "none": "bf16",
 }
 
@@ -76,8 +94,13 @@ class QuantScheme:
         return self.linear_format
 
     def to_dict(self) -> dict[str, Any]:
-        return {"method": self.method, "linear_format": self.linear_format,
-                "base_format": self.base_format, "ignore": list(self.ignore), "source": self.source}
+        return {
+            "method": self.method,
+            "linear_format": self.linear_format,
+            "base_format": self.base_format,
+            "ignore": list(self.ignore),
+            "source": self.source,
+        }
 
 
 PATTERN_LIMIT = 512
@@ -130,8 +153,9 @@ def scheme_from_config(qcfg: dict[str, Any] | None, model_dtype: str) -> QuantSc
     if method == "mxfp4":
         return QuantScheme("mxfp4", base, method, tuple(qcfg.get("modules_to_not_convert") or ()))
     if method in ("awq", "gptq"):
-        return QuantScheme(method, "fp16" if base == "fp32" else base, method,
-                           tuple(qcfg.get("modules_to_not_convert") or ()))
+        return QuantScheme(
+            method, "fp16" if base == "fp32" else base, method, tuple(qcfg.get("modules_to_not_convert") or ())
+        )
     if method in ("modelopt", "modelopt_fp4"):
         algo = str(qcfg.get("quant_algo", "")).lower()
         fmt = "nvfp4" if "fp4" in algo else "fp8"
@@ -140,8 +164,10 @@ def scheme_from_config(qcfg: dict[str, Any] | None, model_dtype: str) -> QuantSc
         return QuantScheme("int8", base, method)
     if not method and "config_groups" in qcfg:
         return _compressed_tensors(qcfg, base)
-    raise InputError(f"quantization method {method!r} in the config is not known to the planner",
-                     hint="pass --quantization with one of " + ", ".join(sorted(CLI_NAMES)))
+    raise InputError(
+        f"quantization method {method!r} in the config is not known to the planner",
+        hint="pass --quantization with one of " + ", ".join(sorted(CLI_NAMES)),
+    )
 
 
 def _compressed_tensors(qcfg: dict[str, Any], base: str) -> QuantScheme:
@@ -174,8 +200,7 @@ def scheme_from_cli(name: str, model_dtype: str, checkpoint: QuantScheme) -> Qua
     checkpoint's own format the checkpoint's ignore list still applies."""
     key = name.lower()
     if key not in CLI_NAMES:
-        raise InputError(f"unknown --quantization {name!r}",
-                         hint="use one of " + ", ".join(sorted(CLI_NAMES)))
+        raise InputError(f"unknown --quantization {name!r}", hint="use one of " + ", ".join(sorted(CLI_NAMES)))
     fmt = CLI_NAMES[key]
     if fmt == checkpoint.linear_format:
         return checkpoint
@@ -196,15 +221,20 @@ class KvDtype:
     affects_state: bool = False
 
 
-KV_DTYPES: dict[str, KvDtype] = {k.name: k for k in (
-    KvDtype("bfloat16", 2, "bf16 cache"),
-    KvDtype("float16", 2, "fp16 cache"),
-    KvDtype("fp8", 1, "fp8 e4m3 cache (vllm/utils/torch_utils.py STR_DTYPE_TO_TORCH_DTYPE)"),
-    KvDtype("fp8_e4m3", 1, "fp8 e4m3 cache"),
-    KvDtype("fp8_e5m2", 1, "fp8 e5m2 cache"),
-    KvDtype("fp8_ds_mla", 1, "FlashMLA-sparse packed layout, 656 B per token (mla_attention.py)", 656),
-    KvDtype("nvfp4", 0.5625, "NVFP4 cache: 4 bits plus an fp8 scale per 16 (approximate; the backend owns the layout)"),
-)}
+KV_DTYPES: dict[str, KvDtype] = {
+    k.name: k
+    for k in (
+        KvDtype("bfloat16", 2, "bf16 cache"),
+        KvDtype("float16", 2, "fp16 cache"),
+        KvDtype("fp8", 1, "fp8 e4m3 cache (vllm/utils/torch_utils.py STR_DTYPE_TO_TORCH_DTYPE)"),
+        KvDtype("fp8_e4m3", 1, "fp8 e4m3 cache"),
+        KvDtype("fp8_e5m2", 1, "fp8 e5m2 cache"),
+        KvDtype("fp8_ds_mla", 1, "FlashMLA-sparse packed layout, 656 B per token (mla_attention.py)", 656),
+        KvDtype(
+            "nvfp4", 0.5625, "NVFP4 cache: 4 bits plus an fp8 scale per 16 (approximate; the backend owns the layout)"
+        ),
+    )
+}
 
 
 def resolve_kv_dtype(name: str, model_dtype: str) -> KvDtype:
@@ -212,7 +242,5 @@ def resolve_kv_dtype(name: str, model_dtype: str) -> KvDtype:
     if key == "auto":
         key = "float16" if model_dtype in ("float16", "half") else "bfloat16"
     if key not in KV_DTYPES:
-        raise InputError(f"unknown --kv-cache-dtype {name!r}",
-                         hint="use auto, " + ", ".join(sorted(KV_DTYPES)))
+        raise InputError(f"unknown --kv-cache-dtype {name!r}", hint="use auto, " + ", ".join(sorted(KV_DTYPES)))
     return KV_DTYPES[key]
-

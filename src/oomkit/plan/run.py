@@ -22,8 +22,10 @@ def run_plan(req: PlanRequest, compare_gpus: list[int] | None = None, from_log: 
         from oomkit.plan.calibrate import calibrate
 
         cal, calibrated = calibrate(req, from_log)
-        return Outcome({"calibration": cal, **calibrated.to_dict()},
-                       render.calibration_text(cal) + "\n\nnext prediction (calibrated)\n" + render.plan_text(calibrated))
+        return Outcome(
+            {"calibration": cal, **calibrated.to_dict()},
+            render.calibration_text(cal) + "\n\nnext prediction (calibrated)\n" + render.plan_text(calibrated),
+        )
     if compare_gpus:
         from oomkit.plan.compare import compare
 
@@ -41,9 +43,12 @@ def catalogs() -> Outcome:
     models = catalog_rows()
     hw = [g.to_dict() for g in gpus()]
     lines = ["models:"] + [f"  {m['name']:<22} {m['source']}" for m in models]
-    lines += ["", "GPUs:"] + [f"  {g['name']:<12} {str(g['memory_mib'] or '-'):>7} MiB  "
-                              f"{str(g['hbm_bandwidth_gbps'] or '-'):>5} GB/s  NVLink {g['nvlink_domain']:>2}  "
-                              f"{g['source']}" for g in hw]
+    lines += ["", "GPUs:"] + [
+        f"  {g['name']:<12} {str(g['memory_mib'] or '-'):>7} MiB  "
+        f"{str(g['hbm_bandwidth_gbps'] or '-'):>5} GB/s  NVLink {g['nvlink_domain']:>2}  "
+        f"{g['source']}"
+        for g in hw
+    ]
     return Outcome({"models": models, "gpus": hw}, "\n".join(lines))
 
 

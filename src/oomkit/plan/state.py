@@ -88,8 +88,9 @@ def state_bytes(m: ModelShape, tp: int, cfg: StateConfig) -> int:
     return conv * cfg.conv_bytes + recurrent * cfg.ssm_bytes
 
 
-def hybrid_block_size(attn_page_1tok: int, state_page: int, block_size: int, kernel_block: int,
-                      mla_align_min: int) -> int:
+def hybrid_block_size(
+    attn_page_1tok: int, state_page: int, block_size: int, kernel_block: int, mla_align_min: int
+) -> int:
     """Smallest attention block whose page holds one state page; may exceed --block-size."""
     align = max(kernel_block, block_size)
     if mla_align_min:

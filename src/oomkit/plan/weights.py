@@ -44,8 +44,9 @@ def param_groups(m: ModelShape, mtp: bool = False) -> list[ParamGroup]:
     if mtp and m.mtp_layers:
         last = m.layers[-1]
         kind = "mla" if m.mla else ("full" if last.attn in ("linear", "none") else last.attn)
-        layers += [Layer(m.num_layers + i, kind, last.mlp if last.mlp != "none" else "dense")
-                   for i in range(m.mtp_layers)]
+        layers += [
+            Layer(m.num_layers + i, kind, last.mlp if last.mlp != "none" else "dense") for i in range(m.mtp_layers)
+        ]
     for layer in layers:
         groups += _attention(m, layer)
         groups += _mlp(m, layer)
@@ -64,10 +65,11 @@ def _attention(m: ModelShape, layer: Layer) -> list[ParamGroup]:
     h, i, p = m.hidden_size, layer.index, f"model.layers.{layer.index}"
     if layer.attn in ("full", "sliding"):
         q = m.num_attention_heads * m.head_dim
-        return [ParamGroup(f"{p}.self_attn.q_proj", h * q * (2 if m.attn_output_gate else 1), "tp", i),
-                ParamGroup(f"{p}.self_attn.k_proj", 2 * h * m.num_kv_heads * m.head_dim, "kv", i,
-                           kv_heads=m.num_kv_heads),
-                ParamGroup(f"{p}.self_attn.o_proj", q * h, "tp", i)]
+        return [
+            ParamGroup(f"{p}.self_attn.q_proj", h * q * (2 if m.attn_output_gate else 1), "tp", i),
+            ParamGroup(f"{p}.self_attn.k_proj", 2 * h * m.num_kv_heads * m.head_dim, "kv", i, kv_heads=m.num_kv_heads),
+            ParamGroup(f"{p}.self_attn.o_proj", q * h, "tp", i),
+        ]
     if layer.attn == "mla":
         return _mla(m, layer)
     if layer.attn == "linear":
@@ -79,12 +81,16 @@ def _mla(m: ModelShape, layer: Layer) -> list[ParamGroup]:
     a, h, i, p = m.mla, m.hidden_size, layer.index, f"model.layers.{layer.index}.self_attn"
     assert a is not None
     nh, qk = m.num_attention_heads, a.qk_nope_head_dim + a.qk_rope_head_dim
-    out = [ParamGroup(f"{p}.kv_a_proj_with_mqa", h * a.latent_elems_per_token, "replicated", i),
-           ParamGroup(f"{p}.kv_b_proj", a.kv_lora_rank * nh * (a.qk_nope_head_dim + a.v_head_dim), "tp", i),
-           ParamGroup(f"{p}.o_proj", nh * a.v_head_dim * h, "tp", i)]
+    out = [
+        ParamGroup(f"{p}.kv_a_proj_with_mqa", h * a.latent_elems_per_token, "replicated", i),
+        ParamGroup(f"{p}.kv_b_proj", a.kv_lora_rank * nh * (a.qk_nope_head_dim + a.v_head_dim), "tp", i),
+        ParamGroup(f"{p}.o_proj", nh * a.v_head_dim * h, "tp", i),
+    ]
     if a.q_lora_rank:
-        out += [ParamGroup(f"{p}.q_a_proj", h * a.q_lora_rank, "replicated", i),
-                ParamGroup(f"{p}.q_b_proj", a.q_lora_rank * nh * qk, "tp", i)]
+        out += [
+            ParamGroup(f"{p}.q_a_proj", h * a.q_lora_rank, "replicated", i),
+            ParamGroup(f"{p}.q_b_proj", a.q_lora_rank * nh * qk, "tp", i),
+        ]
     else:
         out.append(ParamGroup(f"{p}.q_proj", h * nh * qk, "tp", i))
     if a.output_gate:
@@ -101,20 +107,27 @@ def _linear(m: ModelShape, layer: Layer) -> list[ParamGroup]:
     if la.kind == "kda":
         p, proj = f"model.layers.{i}.self_attn", la.num_heads * la.head_dim
         gates = 2 * h * proj if la.full_rank_gate else 2 * (h * la.head_dim + la.head_dim * proj)
-        return [ParamGroup(f"{p}.qkv_proj", 3 * h * proj, "tp", i), ParamGroup(f"{p}.o_proj", proj * h, "tp", i),
-                ParamGroup(f"{p}.gate_proj", gates + h * la.num_heads, "tp", i),
-                ParamGroup(f"{p}.conv1d", 3 * proj * la.conv_kernel, "tp", i, False)]
+        return [
+            ParamGroup(f"{p}.qkv_proj", 3 * h * proj, "tp", i),
+            ParamGroup(f"{p}.o_proj", proj * h, "tp", i),
+            ParamGroup(f"{p}.gate_proj", gates + h * la.num_heads, "tp", i),
+            ParamGroup(f"{p}.conv1d", 3 * proj * la.conv_kernel, "tp", i, False),
+        ]
     if la.kind == "gdn":
         p = f"model.layers.{i}.linear_attn"
         k, v = la.num_k_heads * la.head_k_dim, la.num_heads * la.head_dim
-        return [ParamGroup(f"{p}.in_proj_qkvz", h * (2 * k + 2 * v) + h * 2 * la.num_heads, "tp", i),
-                ParamGroup(f"{p}.conv1d", (2 * k + v) * la.conv_kernel, "tp", i, False),
-                ParamGroup(f"{p}.out_proj", v * h, "tp", i)]
+        return [
+            ParamGroup(f"{p}.in_proj_qkvz", h * (2 * k + 2 * v) + h * 2 * la.num_heads, "tp", i),
+            ParamGroup(f"{p}.conv1d", (2 * k + v) * la.conv_kernel, "tp", i, False),
+            ParamGroup(f"{p}.out_proj", v * h, "tp", i),
+        ]
     p, inner = f"model.layers.{i}.mixer", la.num_heads * la.head_dim  # mamba2
     conv = inner + 2 * la.n_groups * la.state_size
-    return [ParamGroup(f"{p}.in_proj", h * (inner + conv + la.num_heads), "tp", i),
-            ParamGroup(f"{p}.conv1d", conv * la.conv_kernel, "tp", i, False),
-            ParamGroup(f"{p}.out_proj", inner * h, "tp", i)]
+    return [
+        ParamGroup(f"{p}.in_proj", h * (inner + conv + la.num_heads), "tp", i),
+        ParamGroup(f"{p}.conv1d", conv * la.conv_kernel, "tp", i, False),
+        ParamGroup(f"{p}.out_proj", inner * h, "tp", i),
+    ]
 
 
 def _mlp(m: ModelShape, layer: Layer) -> list[ParamGroup]:
@@ -126,12 +139,16 @@ def _mlp(m: ModelShape, layer: Layer) -> list[ParamGroup]:
     e = m.moe
     width = e.latent_hidden or h
     mats = 3 if e.gated else 2
-    out = [ParamGroup(f"{p}.experts.0.gate_proj", e.num_experts * mats * width * e.intermediate, "experts", i),
-           ParamGroup(f"{p}.gate", h * e.num_experts, "replicated", i, False)]
+    out = [
+        ParamGroup(f"{p}.experts.0.gate_proj", e.num_experts * mats * width * e.intermediate, "experts", i),
+        ParamGroup(f"{p}.gate", h * e.num_experts, "replicated", i, False),
+    ]
     if e.latent_hidden:
         out.append(ParamGroup(f"{p}.experts.latent_proj", 2 * h * e.latent_hidden, "tp", i))
     if e.num_shared:
-        out.append(ParamGroup(f"{p}.shared_experts.gate_proj", e.num_shared * mats * h * e.shared_intermediate, "tp", i))
+        out.append(
+            ParamGroup(f"{p}.shared_experts.gate_proj", e.num_shared * mats * h * e.shared_intermediate, "tp", i)
+        )
     return out
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +23,20 @@ def render_json(d: dict[str, Any], now: str) -> str:
     return json.dumps({**d, "generated_at": now}, indent=2, default=str) + "\n"
 
 
-FORMATS: dict[str, Callable[[dict[str, Any], str], str]] = {"html": render_html, "md": render_markdown,
-                                                             "json": render_json}
+FORMATS: dict[str, Callable[[dict[str, Any], str], str]] = {
+    "html": render_html,
+    "md": render_markdown,
+    "json": render_json,
+}
 SUFFIX = {"html": "report.html", "md": "report.md", "json": "report.json"}
 
 
-def render(ref: str, fmt: str = "html", out: str | None = None, runs_dir: str = "runs",
-           now: str | None = None) -> Path:
+def render(ref: str, fmt: str = "html", out: str | None = None, runs_dir: str = "runs", now: str | None = None) -> Path:
     """Write the report of a decision or run folder; default: `<folder>/report.<fmt>`."""
     if fmt not in FORMATS:
         raise UsageError(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
     data = report_data(ref, runs_dir)
-    stamp = now or datetime.now(timezone.utc).isoformat(timespec="seconds")
+    stamp = now or datetime.now(UTC).isoformat(timespec="seconds")
     with written_by_oomkit([ref]):  # a hand-edited field can reach a renderer as another type
         # Redacted before escaping too: `api_key=['x']` escaped for Markdown no longer looks like a secret.
         text = redact(FORMATS[fmt](redact_obj(data), stamp))  # type: ignore[arg-type]

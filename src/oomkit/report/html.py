@@ -28,8 +28,9 @@ def e(value: Any) -> str:
 
 def _table(head: list[str], rows: list[list[Any]], raw_cols: tuple[int, ...] = ()) -> str:
     h = "".join(f"<th>{e(c)}</th>" for c in head)
-    body = "".join("<tr>" + "".join(f"<td>{c if i in raw_cols else e(c)}</td>" for i, c in enumerate(r)) + "</tr>"
-                   for r in rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{c if i in raw_cols else e(c)}</td>" for i, c in enumerate(r)) + "</tr>" for r in rows
+    )
     return f"<table><tr>{h}</tr>{body}</table>"
 
 
@@ -48,40 +49,60 @@ def _series(points: list[dict[str, Any]], key: str, scale: float = 1.0) -> list[
 
 def _charts(d: dict[str, Any]) -> str:
     pts = d["load_points"]
-    lat = [(f"TTFT p95 ({k})", s) for k, s in _series(pts, "ttft_ms_p95")] + \
-          [(f"e2e p95 ({k})", s) for k, s in _series(pts, "latency_ms_p95")]
-    kv_time = [(f"run {i + 1}", [(p["t_s"], p["kv_usage"]) for p in t["points"] if p["kv_usage"] is not None])
-               for i, t in enumerate(d["timelines"])]
-    pre_time = [(f"run {i + 1}", [(p["t_s"], p["preemptions"]) for p in t["points"] if p["preemptions"] is not None])
-                for i, t in enumerate(d["timelines"])]
+    lat = [(f"TTFT p95 ({k})", s) for k, s in _series(pts, "ttft_ms_p95")] + [
+        (f"e2e p95 ({k})", s) for k, s in _series(pts, "latency_ms_p95")
+    ]
+    kv_time = [
+        (f"run {i + 1}", [(p["t_s"], p["kv_usage"]) for p in t["points"] if p["kv_usage"] is not None])
+        for i, t in enumerate(d["timelines"])
+    ]
+    pre_time = [
+        (f"run {i + 1}", [(p["t_s"], p["preemptions"]) for p in t["points"] if p["preemptions"] is not None])
+        for i, t in enumerate(d["timelines"])
+    ]
     charts = [
         line_chart("Peak memory vs concurrency", "concurrent dialogs", "bytes", _series(pts, "peak_memory_bytes")),
-        line_chart("KV cache usage vs concurrency", "concurrent dialogs", "max KV usage (0-1)", _series(pts, "max_kv_usage")),
+        line_chart(
+            "KV cache usage vs concurrency", "concurrent dialogs", "max KV usage (0-1)", _series(pts, "max_kv_usage")
+        ),
         line_chart("TTFT and latency vs concurrency", "concurrent dialogs", "ms (p95)", lat),
         bar_chart("Prefix-cache hit rate per mode", "hit rate", [(h["mode"], h["hit_rate"]) for h in d["hit_rates"]]),
         line_chart("KV cache usage over time", "seconds", "KV usage (0-1)", kv_time),
         line_chart("Preemptions over time (cumulative)", "seconds", "preempted sequences", pre_time),
     ]
-    legend = "<p class='muted'>" + e("; ".join(f"run {i + 1}: {t['run']}" for i, t in enumerate(d["timelines"]))) + "</p>"
+    legend = (
+        "<p class='muted'>" + e("; ".join(f"run {i + 1}: {t['run']}" for i, t in enumerate(d["timelines"]))) + "</p>"
+    )
     return "<div class='charts'>" + "".join(f"<div>{c}</div>" for c in charts) + "</div>" + legend
 
 
 def _verdict(dec: dict[str, Any] | None) -> str:
     if not dec:
-        return ("<div class='box'><div class='verdict'>no decision yet</div><p>These are measurements only. Run "
-                "<code>oomkit decide RUN --requirements R.yaml</code> for the verdict.</p></div>")
+        return (
+            "<div class='box'><div class='verdict'>no decision yet</div><p>These are measurements only. Run "
+            "<code>oomkit decide RUN --requirements R.yaml</code> for the verdict.</p></div>"
+        )
     nums = _table(["number", "value"], [[k, v] for k, v in dec["numbers"].items()])
     recs = "".join(f"<li>{e(r)}</li>" for r in dec["recommendations"])
     ev = "".join(f"<li><code>{e(x)}</code></li>" for x in dec["evidence"][:8])
-    return (f"<div class='box'><div class='verdict' id='verdict'>verdict: {e(dec['verdict'])}</div>"
-            f"<p><b>rule</b> <code>{e(dec['rule']['id'])}</code>: {e(dec['rule']['text'])}</p>"
-            f"<p>{e(dec['summary'])}</p><p><b>team profile</b>: {e(dec['team']['name'])} ({e(dec['team']['asks'])})</p>"
-            f"{nums}<p><b>next</b></p><ul>{recs}</ul><p><b>evidence</b></p><ul>{ev}</ul></div>")
+    return (
+        f"<div class='box'><div class='verdict' id='verdict'>verdict: {e(dec['verdict'])}</div>"
+        f"<p><b>rule</b> <code>{e(dec['rule']['id'])}</code>: {e(dec['rule']['text'])}</p>"
+        f"<p>{e(dec['summary'])}</p><p><b>team profile</b>: {e(dec['team']['name'])} ({e(dec['team']['asks'])})</p>"
+        f"{nums}<p><b>next</b></p><ul>{recs}</ul><p><b>evidence</b></p><ul>{ev}</ul></div>"
+    )
 
 
 def _status_rows(items: list[dict[str, Any]]) -> str:
-    rows = [[i["title"], f"<span class='{e(i['status'])}'>{e(i['status'])}</span>", i["detail"],
-             ", ".join(i.get("evidence") or [])] for i in items]
+    rows = [
+        [
+            i["title"],
+            f"<span class='{e(i['status'])}'>{e(i['status'])}</span>",
+            i["detail"],
+            ", ".join(i.get("evidence") or []),
+        ]
+        for i in items
+    ]
     return _table(["item", "status", "detail", "evidence"], rows, raw_cols=(1,))
 
 
@@ -89,17 +110,32 @@ def _modes(d: dict[str, Any]) -> str:
     if not d["modes"]:
         return "<p class='muted'>no comparison among these runs</p>"
     metrics = sorted({m for row in d["modes"] for m in row["verdicts"]})
-    rows = [[r["mode"], f"{r['factor']} = {r['value']}" if r["factor"] else "baseline", r["cells"],
-             *[r["verdicts"].get(m, "") for m in metrics]] for r in d["modes"]]
+    rows = [
+        [
+            r["mode"],
+            f"{r['factor']} = {r['value']}" if r["factor"] else "baseline",
+            r["cells"],
+            *[r["verdicts"].get(m, "") for m in metrics],
+        ]
+        for r in d["modes"]
+    ]
     notes = "".join(f"<li>{e(r['mode'])}: {e(n)}</li>" for r in d["modes"] for n in r["notes"])
     return _table(["mode", "change", "cells", *metrics], rows) + (f"<ul>{notes}</ul>" if notes else "")
 
 
 def _environment(env: dict[str, Any]) -> str:
-    rows = [["vLLM", env["vllm"]], ["torch", env["torch"]], ["build", env["build"]], ["driver", env["driver"]],
-            ["GPUs", ", ".join(env["gpus"]) or env["gpu_note"]], ["CPU", f"{env['cpu']} ({env['cpus']} CPUs)"],
-            ["RAM", f"{env['ram_gib']} GiB"], ["profile", env["profile_file"]], ["ready after", f"{env['ready_s']} s"],
-            ["KV figures", env["figures"]]]
+    rows = [
+        ["vLLM", env["vllm"]],
+        ["torch", env["torch"]],
+        ["build", env["build"]],
+        ["driver", env["driver"]],
+        ["GPUs", ", ".join(env["gpus"]) or env["gpu_note"]],
+        ["CPU", f"{env['cpu']} ({env['cpus']} CPUs)"],
+        ["RAM", f"{env['ram_gib']} GiB"],
+        ["profile", env["profile_file"]],
+        ["ready after", f"{env['ready_s']} s"],
+        ["KV figures", env["figures"]],
+    ]
     cmd = " ".join(env["command"])
     return _table(["fact", "value"], rows) + f"<p><b>launch command</b></p><pre>{e(cmd) or 'not recorded'}</pre>"
 
@@ -115,15 +151,24 @@ def render_html(d: dict[str, Any], now: str) -> str:
         f"<h1>{e(title)}</h1><p class='muted'>from {e(d['source'])}, generated {e(now)}, request set "
         f"{e(d['request_set_id'])}</p>",
         _verdict(dec),
-        "<h2>Charts</h2>", _charts(d),
-        "<h2>Comparisons (one factor at a time)</h2>", _modes(d),
+        "<h2>Charts</h2>",
+        _charts(d),
+        "<h2>Comparisons (one factor at a time)</h2>",
+        _modes(d),
     ]
     if dec:
-        parts += ["<h2>Team criteria</h2>", _status_rows(dec["criteria"]),
-                  "<h2>Decision checklist</h2>", _status_rows(dec["checklist_items"])]
-    parts += ["<h2>Environment and launch command</h2>", _environment(d["environment"]),
-              "<h2>Untested scenarios</h2><ul>" + "".join(f"<li>{e(u)}</li>" for u in d["untested"]) + "</ul>",
-              "<h2>Runs</h2>" + _table(["run", "kind", "request set"],
-                                       [[r["path"], r["kind"], r["request_set_id"]] for r in d["runs"]]),
-              "</body></html>"]
+        parts += [
+            "<h2>Team criteria</h2>",
+            _status_rows(dec["criteria"]),
+            "<h2>Decision checklist</h2>",
+            _status_rows(dec["checklist_items"]),
+        ]
+    parts += [
+        "<h2>Environment and launch command</h2>",
+        _environment(d["environment"]),
+        "<h2>Untested scenarios</h2><ul>" + "".join(f"<li>{e(u)}</li>" for u in d["untested"]) + "</ul>",
+        "<h2>Runs</h2>"
+        + _table(["run", "kind", "request set"], [[r["path"], r["kind"], r["request_set_id"]] for r in d["runs"]]),
+        "</body></html>",
+    ]
     return "\n".join(parts)

@@ -40,9 +40,14 @@ def timeline(run: RunEvidence) -> list[dict[str, Any]]:
         samples = r.get("samples") or {}
         pre = _sum_metric(samples, PREEMPT_NAMES)
         base = pre if base is None and pre is not None else base
-        out.append({"t_s": round((r.get("t_unix_s") or t0) - t0, 2), "label": r.get("label"),
-                    "kv_usage": _sum_metric(samples, KV_NAMES),
-                    "preemptions": None if pre is None or base is None else pre - base})
+        out.append(
+            {
+                "t_s": round((r.get("t_unix_s") or t0) - t0, 2),
+                "label": r.get("label"),
+                "kv_usage": _sum_metric(samples, KV_NAMES),
+                "preemptions": None if pre is None or base is None else pre - base,
+            }
+        )
     return out
 
 
@@ -50,13 +55,23 @@ def _environment(facts: Facts) -> dict[str, Any]:
     launch = facts.launches[0].manifest if facts.launches else {}
     snap = facts.env_snapshot() or {}
     sw, host, drv = snap.get("software") or {}, snap.get("host") or {}, snap.get("driver") or {}
-    return {"vllm": f"{sw.get('vllm_distribution') or 'vllm'} {sw.get('vllm_version') or launch.get('vllm_version') or '?'}",
-            "torch": sw.get("torch_version"), "build": sw.get("cuda_flavour"), "driver": drv.get("driver_version"),
-            "gpus": [f"{g.get('name')} ({(g.get('memory_total_bytes') or 0) / 2**30:.0f} GiB)" for g in snap.get("gpus") or []],
-            "gpu_note": snap.get("gpu_note"), "cpu": host.get("cpu_model"), "cpus": host.get("cpu_count"),
-            "ram_gib": round((host.get("ram_total_bytes") or 0) / 2**30, 1) or None,
-            "command": launch.get("command") or [], "profile_file": launch.get("profile_file"),
-            "ready_s": launch.get("ready_s"), "figures": launch.get("figures") or {}}
+    return {
+        "vllm": f"{sw.get('vllm_distribution') or 'vllm'} {sw.get('vllm_version') or launch.get('vllm_version') or '?'}",
+        "torch": sw.get("torch_version"),
+        "build": sw.get("cuda_flavour"),
+        "driver": drv.get("driver_version"),
+        "gpus": [
+            f"{g.get('name')} ({(g.get('memory_total_bytes') or 0) / 2**30:.0f} GiB)" for g in snap.get("gpus") or []
+        ],
+        "gpu_note": snap.get("gpu_note"),
+        "cpu": host.get("cpu_model"),
+        "cpus": host.get("cpu_count"),
+        "ram_gib": round((host.get("ram_total_bytes") or 0) / 2**30, 1) or None,
+        "command": launch.get("command") or [],
+        "profile_file": launch.get("profile_file"),
+        "ready_s": launch.get("ready_s"),
+        "figures": launch.get("figures") or {},
+    }
 
 
 def _hit_rates(facts: Facts) -> list[dict[str, Any]]:
@@ -66,8 +81,16 @@ def _hit_rates(facts: Facts) -> list[dict[str, Any]]:
         cells = [c for c in facts.mode_cells(mode["name"]) if c.get("prefix_cache_hit_rate") is not None]
         if cells:
             rates = [c["prefix_cache_hit_rate"] for c in cells]
-            out.append({"mode": mode["name"], "hit_rate": sum(rates) / len(rates), "min": min(rates), "max": max(rates),
-                        "factor": mode.get("factor"), "value": mode.get("value")})
+            out.append(
+                {
+                    "mode": mode["name"],
+                    "hit_rate": sum(rates) / len(rates),
+                    "min": min(rates),
+                    "max": max(rates),
+                    "factor": mode.get("factor"),
+                    "value": mode.get("value"),
+                }
+            )
     return out
 
 
@@ -79,12 +102,31 @@ def _modes(facts: Facts) -> list[dict[str, Any]]:
     for mode in comp["modes"]:
         cells = facts.mode_cells(mode["name"])
         verdicts = {v["metric"]: v["verdict"] for v in comp["comparisons"].get(mode["name"], [])}
-        rows.append({"mode": mode["name"], "factor": mode.get("factor"), "value": mode.get("value"),
-                     "side": mode.get("side"), "cells": len(cells), "notes": mode.get("notes", []),
-                     "figures": {k: [c.get(k) for c in cells] for k in
-                                 ("concurrency", "peak_memory_bytes", "prefix_cache_hit_rate", "ttft_ms_p95",
-                                  "latency_ms_p95", "session_ms_p95", "preemptions", "errors", "agent_success_share")},
-                     "verdicts": verdicts})
+        rows.append(
+            {
+                "mode": mode["name"],
+                "factor": mode.get("factor"),
+                "value": mode.get("value"),
+                "side": mode.get("side"),
+                "cells": len(cells),
+                "notes": mode.get("notes", []),
+                "figures": {
+                    k: [c.get(k) for c in cells]
+                    for k in (
+                        "concurrency",
+                        "peak_memory_bytes",
+                        "prefix_cache_hit_rate",
+                        "ttft_ms_p95",
+                        "latency_ms_p95",
+                        "session_ms_p95",
+                        "preemptions",
+                        "errors",
+                        "agent_success_share",
+                    )
+                },
+                "verdicts": verdicts,
+            }
+        )
     return rows
 
 
@@ -93,10 +135,19 @@ def build(facts: Facts, decision: dict[str, Any] | None, source: str) -> dict[st
     folders = {r.path: r for r in facts.ladders + [s for c in facts.compares for s in c.servers]}
     timelines = [{"run": path, "points": timeline(r)} for path, r in folders.items()]
     untested = (decision or {}).get("untested") or list((facts.poc() or {}).get("untested", []))
-    return {"schema": SCHEMA, "source": source, "decision": decision, "environment": _environment(facts),
-            "load_points": points, "hit_rates": _hit_rates(facts), "modes": _modes(facts),
-            "timelines": [t for t in timelines if t["points"]], "untested": untested,
-            "runs": [r.to_dict() for r in facts.runs], "request_set_id": facts.request_set_id}
+    return {
+        "schema": SCHEMA,
+        "source": source,
+        "decision": decision,
+        "environment": _environment(facts),
+        "load_points": points,
+        "hit_rates": _hit_rates(facts),
+        "modes": _modes(facts),
+        "timelines": [t for t in timelines if t["points"]],
+        "untested": untested,
+        "runs": [r.to_dict() for r in facts.runs],
+        "request_set_id": facts.request_set_id,
+    }
 
 
 def report_data(ref: str, runs_dir: str = "runs") -> dict[str, Any]:

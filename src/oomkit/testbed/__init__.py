@@ -8,12 +8,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from oomkit.testbed.model import (KINDS, ModelSpec, default_model_dir, is_model_dir, make_model, read_spec,
-                                  testbed_root)
+from oomkit.testbed.model import KINDS, ModelSpec, default_model_dir, is_model_dir, make_model, read_spec, testbed_root
 from oomkit.testbed.profiles import PROFILES, TestbedProfile, render_profile, write_profiles
 
-__all__ = ["KINDS", "PROFILES", "ModelSpec", "Testbed", "TestbedProfile", "create_testbed", "default_model_dir",
-           "is_model_dir", "make_model", "read_spec", "render_profile", "testbed_root", "write_profiles"]
+__all__ = [
+    "KINDS",
+    "PROFILES",
+    "ModelSpec",
+    "Testbed",
+    "TestbedProfile",
+    "create_testbed",
+    "default_model_dir",
+    "is_model_dir",
+    "make_model",
+    "read_spec",
+    "render_profile",
+    "testbed_root",
+    "write_profiles",
+]
 
 
 @dataclass(frozen=True)
@@ -25,12 +37,17 @@ class Testbed:
     profiles: tuple[Path, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"root": str(self.root), "models": {k: str(v) for k, v in self.models.items()},
-                "built": list(self.built), "profiles": [str(p) for p in self.profiles]}
+        return {
+            "root": str(self.root),
+            "models": {k: str(v) for k, v in self.models.items()},
+            "built": list(self.built),
+            "profiles": [str(p) for p in self.profiles],
+        }
 
 
-def create_testbed(out_dir: str | os.PathLike[str] | None = None, kinds: tuple[str, ...] = KINDS,
-                   force: bool = False) -> Testbed:
+def create_testbed(
+    out_dir: str | os.PathLike[str] | None = None, kinds: tuple[str, ...] = KINDS, force: bool = False
+) -> Testbed:
     """Models under `<out_dir>/<kind>` (default: the testbed root the examples use) and profiles
     pointing at them under `<out_dir>/profiles`. Existing models are kept unless `force`."""
     root = Path(out_dir).expanduser().resolve() if out_dir is not None else testbed_root()

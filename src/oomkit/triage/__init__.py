@@ -24,16 +24,30 @@ class Triage(_Engine):
 
     def result(self) -> TriageResult:
         f = self.facts
-        facts = Facts(vllm_version=f.version, engine=f.engine, model=f.model, args=dict(f.args),
-                      figures=dict(f.figures), evidence=dict(f.evidence), stats=f.stats.summary(), starts=self.starts)
+        facts = Facts(
+            vllm_version=f.version,
+            engine=f.engine,
+            model=f.model,
+            args=dict(f.args),
+            figures=dict(f.figures),
+            evidence=dict(f.evidence),
+            stats=f.stats.summary(),
+            starts=self.starts,
+        )
         warnings = list(self.read.warnings)
         if self.read.decode_errors:
             warnings.append(f"{self.read.decode_errors} line(s) were not valid UTF-8; odd bytes were replaced")
         if self.read.truncated_lines:
             warnings.append(f"{self.read.truncated_lines} line(s) longer than 64 KiB were cut")
-        return TriageResult(oomkit_version=__version__, inputs=self.inputs, verdict=decide(self),
-                            timeline=tuple(self.state.timeline), facts=facts, warnings=tuple(warnings),
-                            lines_read=self.read.lines or self.records)
+        return TriageResult(
+            oomkit_version=__version__,
+            inputs=self.inputs,
+            verdict=decide(self),
+            timeline=tuple(self.state.timeline),
+            facts=facts,
+            warnings=tuple(warnings),
+            lines_read=self.read.lines or self.records,
+        )
 
 
 def analyse(paths: Iterable[str]) -> TriageResult:

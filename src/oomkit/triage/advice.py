@@ -15,7 +15,7 @@ ADVICE: dict[str, tuple[str, ...]] = {
     "weight_loading": (
         "Do not start by lowering max_num_seqs or disabling prefix caching: the weights themselves did not fit.",
         "Check image, CUDA 13 build and driver first (`oomkit env --recipe`), then weights per GPU against capacity (`oomkit plan --model M --gpu G --gpus N`): change topology (more TP/EP/PP, a quantized checkpoint) or expand.",
-        "If another process held memory (\"Process N has X GiB in use\"), free the GPU first.",
+        'If another process held memory ("Process N has X GiB in use"), free the GPU first.',
         "A host-RAM kill (exit 137/-9) during loading is not a GPU OOM: give the container more RAM or load with fewer parallel readers.",
     ),
     "memory_profiling": (

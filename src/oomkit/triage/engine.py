@@ -10,8 +10,26 @@ from oomkit.logs import Record
 from oomkit.triage.facts import FactCollector
 from oomkit.triage.knowledge_rules import source_frames_phase, template_failure
 from oomkit.triage.model import Evidence, TimelineEntry
-from oomkit.triage.rules import (BENIGN_SOURCES, CUT_TRACEBACK, DECODE_FRAME, FAILURE_GATE, FAILURES, FRAME, FRAME_PHASES, KEY, MARKER_GATE, MARKERS, READY_TIMEOUT_S,
-                                 PREFILL_FRAME, RESTART_MARKERS, SERVING_FRAME, SHUTDOWN, SLOW_STEP, TIMELINE, Failure, Marker)
+from oomkit.triage.rules import (
+    BENIGN_SOURCES,
+    CUT_TRACEBACK,
+    DECODE_FRAME,
+    FAILURE_GATE,
+    FAILURES,
+    FRAME,
+    FRAME_PHASES,
+    KEY,
+    MARKER_GATE,
+    MARKERS,
+    PREFILL_FRAME,
+    READY_TIMEOUT_S,
+    RESTART_MARKERS,
+    SERVING_FRAME,
+    SHUTDOWN,
+    SLOW_STEP,
+    TIMELINE,
+    Failure,
+)
 
 MAX_FRAMES = 80
 # Stats lines are the most frequent marker line; no other marker matches them, so trying them first
@@ -165,8 +183,16 @@ class Triage:
             old.count += rec.repeat
             return
         phase, source = self._context(rec)
-        st.hits[rule.id] = Hit(rule, Evidence(rec.file, rec.line, rec.text), phase, source, st.ready,
-                               self._prefill_hint(rec.pid, rec.msg), rec.pid, rec.repeat)
+        st.hits[rule.id] = Hit(
+            rule,
+            Evidence(rec.file, rec.line, rec.text),
+            phase,
+            source,
+            st.ready,
+            self._prefill_hint(rec.pid, rec.msg),
+            rec.pid,
+            rec.repeat,
+        )
         st.order.append(rule.id)
 
     def _context(self, rec: Record) -> tuple[str | None, str]:
@@ -215,5 +241,6 @@ class Triage:
             return None
         evidence, pid = cut
         framed = self._frames_phase(pid)
-        return Hit(CUT_TRACEBACK, evidence, framed, "frames" if framed else "none", st.ready,
-                   self._prefill_hint(pid, ""), pid)
+        return Hit(
+            CUT_TRACEBACK, evidence, framed, "frames" if framed else "none", st.ready, self._prefill_hint(pid, ""), pid
+        )

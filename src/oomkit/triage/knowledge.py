@@ -65,15 +65,32 @@ def _expand(spans: list[list[int]], versions: tuple[str, ...]) -> tuple[str, ...
 def _tables() -> _Tables:
     raw_messages, raw_frames = _read("messages"), _read("frames")
     versions = tuple(v["version"] for v in raw_messages["meta"]["versions"])
-    messages = tuple(MessageRow(r["id"], r["pattern"], r["level"], r["exception"], r["phase"], r["is_oom"], r["kind"],
-                                _expand(r["v"], versions), r["source"]) for r in raw_messages["messages"])
+    messages = tuple(
+        MessageRow(
+            r["id"],
+            r["pattern"],
+            r["level"],
+            r["exception"],
+            r["phase"],
+            r["is_oom"],
+            r["kind"],
+            _expand(r["v"], versions),
+            r["source"],
+        )
+        for r in raw_messages["messages"]
+    )
     frames: dict[tuple[str, str], list[FrameRow]] = {}
     for r in raw_frames["frames"]:
         module, function = r["source"].rsplit(":", 1)
         frames.setdefault((module, function), []).append(
-            FrameRow(r["source"], r["phase"], _expand(r["v"], versions), r["root"]))
-    return _Tables(versions, messages, _index(messages),
-                   {key: tuple(sorted(rows, key=_recency(versions), reverse=True)) for key, rows in frames.items()})
+            FrameRow(r["source"], r["phase"], _expand(r["v"], versions), r["root"])
+        )
+    return _Tables(
+        versions,
+        messages,
+        _index(messages),
+        {key: tuple(sorted(rows, key=_recency(versions), reverse=True)) for key, rows in frames.items()},
+    )
 
 
 def _index(messages: tuple[MessageRow, ...]) -> dict[str, tuple[int, ...]]:

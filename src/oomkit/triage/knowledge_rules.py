@@ -13,11 +13,17 @@ from oomkit.triage.rules import Failure
 # Modules whose frames place a failure even where no function of theirs is on a phase path: the
 # package is the phase (vllm/distributed is NCCL, custom all-reduce, Ray/gloo set-up).
 MODULE_PHASES: tuple[tuple[re.Pattern[str], str, str], ...] = (
-    (re.compile(r"/vllm/distributed/|/vllm/executor/ray_|/vllm/v1/executor/ray_"), "network_communication",
-     "vllm/distributed: process groups, NCCL/pynccl, custom all-reduce; ray executors: placement groups"),
+    (
+        re.compile(r"/vllm/distributed/|/vllm/executor/ray_|/vllm/v1/executor/ray_"),
+        "network_communication",
+        "vllm/distributed: process groups, NCCL/pynccl, custom all-reduce; ray executors: placement groups",
+    ),
     (re.compile(r"/vllm/model_executor/model_loader/"), "weight_loading", "vllm/model_executor/model_loader"),
-    (re.compile(r"/vllm/compilation/cuda_graph\.py|/vllm/worker/model_runner\.py::capture"), "cudagraph_capture",
-     "vllm/compilation/cuda_graph.py (CUDAGraphWrapper)"),
+    (
+        re.compile(r"/vllm/compilation/cuda_graph\.py|/vllm/worker/model_runner\.py::capture"),
+        "cudagraph_capture",
+        "vllm/compilation/cuda_graph.py (CUDAGraphWrapper)",
+    ),
 )
 # Cheap test before the template index: vLLM's memory messages all say one of these.
 MEMORY_WORDS = re.compile(r"emory|OOM|KV cache|cache blocks")
@@ -54,6 +60,14 @@ def template_failure(msg: str) -> Failure | None:
 def _failure_of(row: MessageRow) -> Failure:
     phase = row.phase if row.phase not in (None, "serving") else None  # serving: frames tell prefill/decode
     versions = f"{row.versions[0]}..{row.versions[-1]}" if row.versions else "no release"
-    return Failure(f"K-{row.id}", re.compile(row.pattern), "kv" if phase == "kv_cache_allocation" else "oom", phase,
-                   True, TEMPLATE_RANK, f"vLLM's own memory error ({row.exception or row.level} in {row.source})",
-                   "", f"vLLM source {row.source}, releases {versions} (scripts/gen_vllm_knowledge.py)")
+    return Failure(
+        f"K-{row.id}",
+        re.compile(row.pattern),
+        "kv" if phase == "kv_cache_allocation" else "oom",
+        phase,
+        True,
+        TEMPLATE_RANK,
+        f"vLLM's own memory error ({row.exception or row.level} in {row.source})",
+        "",
+        f"vLLM source {row.source}, releases {versions} (scripts/gen_vllm_knowledge.py)",
+    )

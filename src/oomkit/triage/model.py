@@ -52,14 +52,27 @@ class Verdict:
     (stats lines, printed figures, nothing at all)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"phase": self.phase, "is_oom": self.is_oom, "confidence": self.confidence,
-                "confidence_reason": self.confidence_reason, "summary": redact(self.summary),
-                "cause": self.cause, "decided_by": self.decided_by, "evidence": [e.to_dict() for e in self.evidence],
-                "advice": list(self.advice)}
+        return {
+            "phase": self.phase,
+            "is_oom": self.is_oom,
+            "confidence": self.confidence,
+            "confidence_reason": self.confidence_reason,
+            "summary": redact(self.summary),
+            "cause": self.cause,
+            "decided_by": self.decided_by,
+            "evidence": [e.to_dict() for e in self.evidence],
+            "advice": list(self.advice),
+        }
 
 
-FIGURE_KEYS = ("model_weights_gib", "available_kv_cache_gib", "kv_cache_tokens", "max_concurrency",
-               "max_concurrency_tokens", "cuda_graph_gib")
+FIGURE_KEYS = (
+    "model_weights_gib",
+    "available_kv_cache_gib",
+    "kv_cache_tokens",
+    "max_concurrency",
+    "max_concurrency_tokens",
+    "cuda_graph_gib",
+)
 
 
 @dataclass(frozen=True)
@@ -76,11 +89,16 @@ class Facts:
     def to_dict(self) -> dict[str, Any]:
         figures = {k: self.figures.get(k) for k in FIGURE_KEYS}
         figures.update({k: v for k, v in self.figures.items() if k not in figures})
-        return {"vllm_version": self.vllm_version, "engine": self.engine,
-                "model": redact(self.model) if self.model else None,
-                "args": redact_obj(self.args),
-                "figures": figures, "stats": self.stats, "starts": self.starts,
-                "evidence": {k: e.to_dict() for k, e in self.evidence.items()}}
+        return {
+            "vllm_version": self.vllm_version,
+            "engine": self.engine,
+            "model": redact(self.model) if self.model else None,
+            "args": redact_obj(self.args),
+            "figures": figures,
+            "stats": self.stats,
+            "starts": self.starts,
+            "evidence": {k: e.to_dict() for k, e in self.evidence.items()},
+        }
 
 
 @dataclass(frozen=True)
@@ -97,7 +115,12 @@ class TriageResult:
         return [t.phase for t in self.timeline]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"oomkit_version": self.oomkit_version, "inputs": list(self.inputs),
-                "verdict": self.verdict.to_dict(), "timeline": [t.to_dict() for t in self.timeline],
-                "facts": self.facts.to_dict(), "warnings": [redact(w) for w in self.warnings],
-                "lines_read": self.lines_read}
+        return {
+            "oomkit_version": self.oomkit_version,
+            "inputs": list(self.inputs),
+            "verdict": self.verdict.to_dict(),
+            "timeline": [t.to_dict() for t in self.timeline],
+            "facts": self.facts.to_dict(),
+            "warnings": [redact(w) for w in self.warnings],
+            "lines_read": self.lines_read,
+        }

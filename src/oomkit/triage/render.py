@@ -26,12 +26,21 @@ FIGURE_LABELS = (
 
 def render(res: TriageResult, width: int = 100) -> str:
     v = res.verdict
-    out = [f"phase:      {v.phase}{'  (out of memory)' if v.is_oom else ''}",
-           f"confidence: {v.confidence} - {v.confidence_reason}",
-           f"why:        {v.summary}"]
+    out = [
+        f"phase:      {v.phase}{'  (out of memory)' if v.is_oom else ''}",
+        f"confidence: {v.confidence} - {v.confidence_reason}",
+        f"why:        {v.summary}",
+    ]
     f = res.facts
-    ident = ", ".join(x for x in (f"vLLM {f.vllm_version}" if f.vllm_version else "", f.engine or "",
-                                  f"model {f.model}" if f.model else "") if x)
+    ident = ", ".join(
+        x
+        for x in (
+            f"vLLM {f.vllm_version}" if f.vllm_version else "",
+            f.engine or "",
+            f"model {f.model}" if f.model else "",
+        )
+        if x
+    )
     if ident:
         out.append(f"deployment: {ident}")
     if res.timeline:
@@ -43,12 +52,18 @@ def render(res: TriageResult, width: int = 100) -> str:
     figures = [(label, f.figures[key], unit) for key, label, unit in FIGURE_LABELS if f.figures.get(key) is not None]
     if figures:
         out.append("figures:")
-        out += [f"  {label:<30} {value:g}{(' ' + unit) if unit and unit != 'x' else unit}" if isinstance(value, (int, float))
-                else f"  {label:<30} {value}" for label, value, unit in figures]
+        out += [
+            f"  {label:<30} {value:g}{(' ' + unit) if unit and unit != 'x' else unit}"
+            if isinstance(value, (int, float))
+            else f"  {label:<30} {value}"
+            for label, value, unit in figures
+        ]
     if f.stats:
         s = f.stats
-        out.append(f"serving:    {s['samples']} stats lines, max KV usage {s.get('max_kv_usage_pct')}%, "
-                   f"max waiting {s.get('max_waiting')}, preemptions {s.get('preemptions'):g}")
+        out.append(
+            f"serving:    {s['samples']} stats lines, max KV usage {s.get('max_kv_usage_pct')}%, "
+            f"max waiting {s.get('max_waiting')}, preemptions {s.get('preemptions'):g}"
+        )
     if v.advice:
         out.append("next:")
         out += [f"  - {a}" for a in v.advice]

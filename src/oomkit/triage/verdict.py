@@ -6,8 +6,8 @@ from oomkit.redact import redact
 from oomkit.triage.advice import advice_for
 from oomkit.triage.engine import Hit, Triage
 from oomkit.triage.facts import FULL_KV_PCT
-from oomkit.triage.rules import PHASES, WORKER_START
 from oomkit.triage.model import DecidedBy, Evidence, Verdict
+from oomkit.triage.rules import PHASES, WORKER_START
 
 MAX_EVIDENCE = 6
 
@@ -28,8 +28,16 @@ def decide(t: Triage) -> Verdict:
         return pressure
     request = next((h for h in hits if h.rule.cls == "request"), None)
     if request:
-        return _verdict("not_oom_other", False, "high", "explicit request-length error", request.rule.what, request.rule.id, [request],
-                        decided_by="template")
+        return _verdict(
+            "not_oom_other",
+            False,
+            "high",
+            "explicit request-length error",
+            request.rule.what,
+            request.rule.id,
+            [request],
+            decided_by="template",
+        )
     return _no_failure(t)
 
 
@@ -66,42 +74,77 @@ def _context_phase(hit: Hit, figures: dict | None = None) -> tuple[str, str, str
         hint = hit.prefill_hint
         phase = "serving_decode" if hint == "decode" else "serving_prefill"
         where = "after the server was ready" if hit.after_ready else "serving frames in the traceback"
-        why = f"{where}; " + (f"{hint} from frames or the last stats line" if hint else "nothing tells prefill from decode")
+        why = f"{where}; " + (
+            f"{hint} from frames or the last stats line" if hint else "nothing tells prefill from decode"
+        )
         return phase, "medium" if hint else "low", why
     if phase == "distributed_init":
         phase = "weight_loading"  # the first large allocation after init is the model itself
     if source == "nearby":
         return phase, "low", "no marker before the error; placed by the first marker after it (other ranks' progress)"
     confidence = "high" if source == "frames" else "medium"
-    return phase, confidence, "phase from traceback frames" if source == "frames" else "phase from the last marker before the error"
+    return (
+        phase,
+        confidence,
+        "phase from traceback frames" if source == "frames" else "phase from the last marker before the error",
+    )
 
 
 def _placeless(hit: Hit, figures: dict) -> tuple[str, str, str]:
     """A memory error with no marker or frame around it: what its own numbers imply, else unknown."""
     if hit.rule.cls == "oom_host":  # host RAM peaks while weights are read into memory
-        return "weight_loading", "low", "host-memory kill with no phase marker in the log; weight loading is where host RAM peaks"
+        return (
+            "weight_loading",
+            "low",
+            "host-memory kill with no phase marker in the log; weight loading is where host RAM peaks",
+        )
     tried, total = figures.get("oom_tried_gib"), figures.get("oom_total_gib")
     allocated = figures.get("oom_pytorch_allocated_gib")
     if tried and total and tried > total:
-        return "memory_profiling", "low", (f"one allocation of {tried:g} GiB exceeds the whole device ({total:g} GiB): an activation "
-                                           "for a worst-case shape, which the profiling pass is the first to run")
+        return (
+            "memory_profiling",
+            "low",
+            (
+                f"one allocation of {tried:g} GiB exceeds the whole device ({total:g} GiB): an activation "
+                "for a worst-case shape, which the profiling pass is the first to run"
+            ),
+        )
     if allocated and total and allocated >= 0.9 * total:
-        return "serving_prefill", "low", (f"PyTorch already held {allocated:g} of {total:g} GiB, so the KV pool was allocated: "
-                                          "the engine was past start-up; no stats line tells prefill from decode")
+        return (
+            "serving_prefill",
+            "low",
+            (
+                f"PyTorch already held {allocated:g} of {total:g} GiB, so the KV pool was allocated: "
+                "the engine was past start-up; no stats line tells prefill from decode"
+            ),
+        )
     if hit.rule.is_oom:
         # The first large allocation a start makes is the model itself (and most OOMs reported with
         # nothing around them happen at start): weight loading is the likeliest place, not a known one.
-        return "weight_loading", "low", ("a lone out-of-memory line with no marker, frame or figure to place it; "
-                                         "weight loading is the likeliest phase, not a known one")
+        return (
+            "weight_loading",
+            "low",
+            (
+                "a lone out-of-memory line with no marker, frame or figure to place it; "
+                "weight loading is the likeliest phase, not a known one"
+            ),
+        )
     return "unknown", "low", "memory error with no phase marker or traceback frame to place it"
 
 
 def _vanished(t: Triage, died: Hit, hits: list[Hit]) -> Verdict:
     """A process vanished: SIGKILL from outside (OOM killer, a person) or a crash in native code."""
-    return _verdict("unknown", False, "low", "an engine process died without logging a cause",
-                    "an engine or worker process died without logging why: killed from outside (host OOM killer, a signal) "
-                    "or crashed in native code; check `dmesg`, `kubectl describe pod` (OOMKilled) or the container's exit code",
-                    died.rule.id, [died] + _wrapper_hits(hits)[:1], t)
+    return _verdict(
+        "unknown",
+        False,
+        "low",
+        "an engine process died without logging a cause",
+        "an engine or worker process died without logging why: killed from outside (host OOM killer, a signal) "
+        "or crashed in native code; check `dmesg`, `kubectl describe pod` (OOMKilled) or the container's exit code",
+        died.rule.id,
+        [died] + _wrapper_hits(hits)[:1],
+        t,
+    )
 
 
 def _crash(t: Triage, wrappers: list[Hit], hits: list[Hit]) -> Verdict:
@@ -111,28 +154,62 @@ def _crash(t: Triage, wrappers: list[Hit], hits: list[Hit]) -> Verdict:
     shown = wrappers[:3]
     if exc is None and first.context_phase == "serving":
         phase, _, why = _context_phase(first)
-        return _verdict(phase, False, "low", f"the exception line is not in the log; {why}",
-                        f"the engine crashed while serving ({phase.split('_')[1]}); the log stops before the exception, "
-                        "so whether memory ran out is not known", first.rule.id, shown, t,
-                        decided_by=decided_by(first))
+        return _verdict(
+            phase,
+            False,
+            "low",
+            f"the exception line is not in the log; {why}",
+            f"the engine crashed while serving ({phase.split('_')[1]}); the log stops before the exception, "
+            "so whether memory ran out is not known",
+            first.rule.id,
+            shown,
+            t,
+            decided_by=decided_by(first),
+        )
     if exc is None and not first.after_ready and first.context_phase is not None:
         phase = first.context_phase
-        if phase in ("distributed_init", "environment") or (WORKER_START.search(first.evidence.text)
-                                                             and phase not in ("weight_loading", "network_communication")):
+        if phase in ("distributed_init", "environment") or (
+            WORKER_START.search(first.evidence.text) and phase not in ("weight_loading", "network_communication")
+        ):
             phase = "environment"  # a worker that fails before loading fails in device or distributed init
-        return _verdict(phase if phase in PHASES else "unknown", False, "low", "start-up failed; phase from the last marker, cause not in the log",
-                        f"start-up failed during {phase.replace('_', ' ')}; the root-cause line is not in the log", first.rule.id, shown, t,
-                        decided_by=decided_by(first))
+        return _verdict(
+            phase if phase in PHASES else "unknown",
+            False,
+            "low",
+            "start-up failed; phase from the last marker, cause not in the log",
+            f"start-up failed during {phase.replace('_', ' ')}; the root-cause line is not in the log",
+            first.rule.id,
+            shown,
+            t,
+            decided_by=decided_by(first),
+        )
     if exc is None and not first.after_ready and WORKER_START.search(first.evidence.text):
-        return _verdict("environment", False, "low", "a worker failed to start before any phase marker",
-                        "a worker failed to start before loading weights: device or distributed initialisation", first.rule.id, shown, t,
-                        decided_by="template")
+        return _verdict(
+            "environment",
+            False,
+            "low",
+            "a worker failed to start before any phase marker",
+            "a worker failed to start before loading weights: device or distributed initialisation",
+            first.rule.id,
+            shown,
+            t,
+            decided_by="template",
+        )
     summary = "the engine died with an error that is not a memory error"
     # Redacted before the cut, which could otherwise end inside a secret and keep an unmaskable prefix.
     summary += f": {redact(exc.text.split('] ')[-1])[:200]}" if exc else " (the exception itself is not in the log)"
-    return _verdict("not_oom_other", False, "medium" if exc else "low",
-                    "fatal engine error without any memory, network or environment signature", summary, first.rule.id, shown, t,
-                    extra=[exc] if exc else [], decided_by="template" if exc else "context")
+    return _verdict(
+        "not_oom_other",
+        False,
+        "medium" if exc else "low",
+        "fatal engine error without any memory, network or environment signature",
+        summary,
+        first.rule.id,
+        shown,
+        t,
+        extra=[exc] if exc else [],
+        decided_by="template" if exc else "context",
+    )
 
 
 def _pressure(t: Triage, hits: list[Hit]) -> Verdict | None:
@@ -144,39 +221,95 @@ def _pressure(t: Triage, hits: list[Hit]) -> Verdict | None:
     if stats.preemptions:
         parts.append(f"{stats.preemptions:g} preemptions in stats lines")
     if stats.full_samples:
-        parts.append(f"KV cache >= {FULL_KV_PCT:g}% with requests waiting in {stats.full_samples} of {stats.samples} stats lines")
+        parts.append(
+            f"KV cache >= {FULL_KV_PCT:g}% with requests waiting in {stats.full_samples} of {stats.samples} stats lines"
+        )
     if preempt:
         parts.append(preempt.rule.what)
     extra = list(stats.full_evidence)
-    return _verdict("cache_pressure", False, "medium", "no crash; serving limited by KV capacity", "; ".join(parts),
-                    preempt.rule.id if preempt else "R-STATS", [preempt] if preempt else [], t, extra=extra)
+    return _verdict(
+        "cache_pressure",
+        False,
+        "medium",
+        "no crash; serving limited by KV capacity",
+        "; ".join(parts),
+        preempt.rule.id if preempt else "R-STATS",
+        [preempt] if preempt else [],
+        t,
+        extra=extra,
+    )
 
 
 def _no_failure(t: Triage) -> Verdict:
     st = t.state
     if st.slow is not None:
-        return _verdict("timeout", False, "medium", "a startup step ran longer than vLLM's default readiness timeout (600 s)",
-                        "startup stalled: one step took longer than a readiness deadline allows", "SLOW-STEP", [], t, extra=[st.slow],
-                        decided_by="marker")
+        return _verdict(
+            "timeout",
+            False,
+            "medium",
+            "a startup step ran longer than vLLM's default readiness timeout (600 s)",
+            "startup stalled: one step took longer than a readiness deadline allows",
+            "SLOW-STEP",
+            [],
+            t,
+            extra=[st.slow],
+            decided_by="marker",
+        )
     if st.ready:
         how = " and stopped cleanly" if st.shutdown else ""
-        return _verdict("healthy", False, "high", "ready marker and no failure line", f"the server became ready{how}; no failure was logged", None, [], t,
-                        extra=[Evidence(e.file, e.line, "") for e in st.timeline[-1:]], decided_by="marker")
+        return _verdict(
+            "healthy",
+            False,
+            "high",
+            "ready marker and no failure line",
+            f"the server became ready{how}; no failure was logged",
+            None,
+            [],
+            t,
+            extra=[Evidence(e.file, e.line, "") for e in st.timeline[-1:]],
+            decided_by="marker",
+        )
     if st.timeline:
         last = st.timeline[-1].phase
-        return _verdict("unknown", False, "low", "log ends before ready without an error line",
-                        f"the log ends during {last.replace('_', ' ')} with no error: startup still running, killed silently, or the excerpt is partial", None, [], t,
-                        decided_by="marker")
-    return _verdict("unknown", False, "low", "no vLLM startup or failure line recognised", "no vLLM phase marker or failure line was found", None, [], t)
+        return _verdict(
+            "unknown",
+            False,
+            "low",
+            "log ends before ready without an error line",
+            f"the log ends during {last.replace('_', ' ')} with no error: startup still running, killed silently, or the excerpt is partial",
+            None,
+            [],
+            t,
+            decided_by="marker",
+        )
+    return _verdict(
+        "unknown",
+        False,
+        "low",
+        "no vLLM startup or failure line recognised",
+        "no vLLM phase marker or failure line was found",
+        None,
+        [],
+        t,
+    )
 
 
 def _wrapper_hits(hits: list[Hit]) -> list[Hit]:
     return [h for h in hits if h.rule.cls == "wrapper"]
 
 
-def _verdict(phase: str, is_oom: bool, confidence: str, reason: str, summary: str, cause: str | None,
-             support: list[Hit], t: Triage | None = None, extra: list[Evidence] | None = None,
-             decided_by: DecidedBy = "context") -> Verdict:
+def _verdict(
+    phase: str,
+    is_oom: bool,
+    confidence: str,
+    reason: str,
+    summary: str,
+    cause: str | None,
+    support: list[Hit],
+    t: Triage | None = None,
+    extra: list[Evidence] | None = None,
+    decided_by: DecidedBy = "context",
+) -> Verdict:
     evidence: list[Evidence] = []
     for h in support:
         if h.evidence not in evidence:
@@ -186,6 +319,14 @@ def _verdict(phase: str, is_oom: bool, confidence: str, reason: str, summary: st
             evidence.append(ev)
     if t is not None and "estimated_max_model_len" in t.facts.figures and phase == "kv_cache_allocation":
         summary += f"; vLLM estimates the maximum length that fits at {t.facts.figures['estimated_max_model_len']}"
-    return Verdict(phase=phase, is_oom=is_oom, confidence=confidence, confidence_reason=reason, summary=summary,
-                   cause=cause, evidence=tuple(evidence[:MAX_EVIDENCE]), advice=advice_for(phase),
-                   decided_by=decided_by)
+    return Verdict(
+        phase=phase,
+        is_oom=is_oom,
+        confidence=confidence,
+        confidence_reason=reason,
+        summary=summary,
+        cause=cause,
+        evidence=tuple(evidence[:MAX_EVIDENCE]),
+        advice=advice_for(phase),
+        decided_by=decided_by,
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import random
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from oomkit import __version__
@@ -33,8 +33,12 @@ class _Builder:
     def __init__(self, wl: Workload, counter: TokenCounter):
         self.wl, self.counter = wl, counter
         rng = random.Random(f"{wl.seed}:agent")
-        self.tools = [tool_definition(i, rng, draw(wl.tools.schema_tokens, rng), list(wl.tools.parameter_types),
-                                      wl.tools.strict, counter) for i in range(wl.tools.count)]
+        self.tools = [
+            tool_definition(
+                i, rng, draw(wl.tools.schema_tokens, rng), list(wl.tools.parameter_types), wl.tools.strict, counter
+            )
+            for i in range(wl.tools.count)
+        ]
         self.sys_tokens = draw(wl.system_instruction_tokens, rng)
         self.rules_tokens = draw(wl.format_rules_tokens, rng)
         self.sys_pool = words(rng, max(1, self.sys_tokens) * 3)
@@ -65,8 +69,10 @@ class _Builder:
                 args = json.dumps(valid_arguments(tool, rng))
                 fn = {"name": tool["function"]["name"], "arguments": args}
                 call = {"id": call_id, "type": "function", "function": fn}
-                msgs += [{"role": "assistant", "content": action, "tool_calls": [call]},
-                         {"role": "tool", "tool_call_id": call_id, "content": result}]
+                msgs += [
+                    {"role": "assistant", "content": action, "tool_calls": [call]},
+                    {"role": "tool", "tool_call_id": call_id, "content": result},
+                ]
             else:
                 msgs += [{"role": "assistant", "content": action}, {"role": "user", "content": result}]
         return msgs, tokens
@@ -81,8 +87,11 @@ class _Builder:
         return choice
 
     def sampling(self, rng: random.Random) -> dict[str, Any]:
-        body: dict[str, Any] = {"max_tokens": draw(self.wl.output_tokens, rng), "temperature": self.wl.temperature,
-                                "seed": rng.randint(0, 2**31 - 1)}
+        body: dict[str, Any] = {
+            "max_tokens": draw(self.wl.output_tokens, rng),
+            "temperature": self.wl.temperature,
+            "seed": rng.randint(0, 2**31 - 1),
+        }
         if self.wl.ignore_eos:
             body["ignore_eos"] = True
         return body
@@ -93,38 +102,62 @@ class _Builder:
         task = text_of(rng, draw(self.wl.user_task_tokens, rng), self.counter, "Task: ")
         history, hist_tokens = self.history(session, step, rng)
         rng_step = random.Random(f"{self.wl.seed}:session:{session}:step:{step}")
-        meta = text_of(rng_step, draw(self.wl.workflow_metadata_tokens, rng_step), self.counter,
-                       f"[workflow] session {session} step {step + 1}/{self.wl.steps} ")
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": task}, *history,
-                    {"role": "user", "content": meta}]
+        meta = text_of(
+            rng_step,
+            draw(self.wl.workflow_metadata_tokens, rng_step),
+            self.counter,
+            f"[workflow] session {session} step {step + 1}/{self.wl.steps} ",
+        )
+        messages = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": task},
+            *history,
+            {"role": "user", "content": meta},
+        ]
         body: dict[str, Any] = {"messages": messages, **self.sampling(rng_step)}
         if self.tools:
             body["tools"] = self.tools
             body["tool_choice"] = self.tool_choice(session, step)
         tools = sum(self.counter.count(json.dumps(t)) for t in self.tools)
-        sizes.update(user_task=self.counter.count(task), history=hist_tokens,
-                     workflow_metadata=self.counter.count(meta), tools=tools)
+        sizes.update(
+            user_task=self.counter.count(task),
+            history=hist_tokens,
+            workflow_metadata=self.counter.count(meta),
+            tools=tools,
+        )
         return self.finish("agent", session, step, body, sizes)
 
-    def finish(self, kind: str, session: int | None, step: int | None, body: dict[str, Any],
-               sizes: dict[str, int]) -> SetRequest:
+    def finish(
+        self, kind: str, session: int | None, step: int | None, body: dict[str, Any], sizes: dict[str, int]
+    ) -> SetRequest:
         prompt = self.counter.count_chat(body)
         if prompt is not None:
             sizes["prompt_tokens"] = prompt
         return SetRequest(body_id(body), kind, session, step, body, sizes)
 
     def probes(self) -> list[SetRequest]:
-        short = {"messages": [{"role": "user", "content": SHORT_PROMPT}], "max_tokens": SHORT_MAX_TOKENS,
-                 "temperature": 0.0, "seed": self.wl.seed}
+        short = {
+            "messages": [{"role": "user", "content": SHORT_PROMPT}],
+            "max_tokens": SHORT_MAX_TOKENS,
+            "temperature": 0.0,
+            "seed": self.wl.seed,
+        }
         out = [self.finish("short", None, None, short, {})]
         if self.tools:
             tool = self.tools[0]
             name = tool["function"]["name"]
             system, sizes = self.system(0)
-            body = {"messages": [{"role": "system", "content": system},
-                                 {"role": "user", "content": f"Call the tool {name} now."}],
-                    "tools": self.tools, "tool_choice": {"type": "function", "function": {"name": name}},
-                    "max_tokens": TOOL_MAX_TOKENS, "temperature": self.wl.temperature, "seed": self.wl.seed}
+            body = {
+                "messages": [
+                    {"role": "system", "content": system},
+                    {"role": "user", "content": f"Call the tool {name} now."},
+                ],
+                "tools": self.tools,
+                "tool_choice": {"type": "function", "function": {"name": name}},
+                "max_tokens": TOOL_MAX_TOKENS,
+                "temperature": self.wl.temperature,
+                "seed": self.wl.seed,
+            }
             out.append(self.finish("tool", None, None, body, sizes))
         return out
 
@@ -132,6 +165,11 @@ class _Builder:
 def materialise(wl: Workload, counter: TokenCounter, tokenizer_note: str | None = None) -> RequestSet:
     b = _Builder(wl, counter)
     requests = b.probes() + [b.agent(s, k) for s in range(wl.sessions) for k in range(wl.steps)]
-    header = {"workload": wl.model_dump(mode="json"), "tokenizer": counter.source, "tokenizer_note": tokenizer_note,
-              "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "oomkit_version": __version__}
+    header = {
+        "workload": wl.model_dump(mode="json"),
+        "tokenizer": counter.source,
+        "tokenizer_note": tokenizer_note,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "oomkit_version": __version__,
+    }
     return RequestSet.build(header, requests)

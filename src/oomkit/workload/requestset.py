@@ -44,8 +44,14 @@ class SetRequest:
     """Token sizes of the parts, and prompt_tokens through the chat template when measured."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "kind": self.kind, "session": self.session, "step": self.step,
-                "sizes": self.sizes, "body": self.body}
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "session": self.session,
+            "step": self.step,
+            "sizes": self.sizes,
+            "body": self.body,
+        }
 
 
 @dataclass(frozen=True)
@@ -55,7 +61,7 @@ class RequestSet:
     requests: tuple[SetRequest, ...]
 
     @classmethod
-    def build(cls, header: dict[str, Any], requests: list[SetRequest]) -> "RequestSet":
+    def build(cls, header: dict[str, Any], requests: list[SetRequest]) -> RequestSet:
         set_id = hashlib.sha256("".join(r.id for r in requests).encode()).hexdigest()[:16]
         return cls(set_id, {**header, "kind": KIND, "id": set_id, "requests": len(requests)}, tuple(requests))
 
@@ -88,21 +94,26 @@ def read_request_set(path: str | os.PathLike[str]) -> RequestSet:
     requests = [_request(p, i + 2, d) for i, d in enumerate(items)]
     rs = RequestSet.build({k: v for k, v in header.items() if k not in ("id", "requests")}, requests)
     if rs.id != header.get("id"):
-        raise InputError(f"{p}: the set id {header.get('id')} does not match its requests ({rs.id})",
-                         hint="a request set must be reused unchanged; materialise the workload again")
+        raise InputError(
+            f"{p}: the set id {header.get('id')} does not match its requests ({rs.id})",
+            hint="a request set must be reused unchanged; materialise the workload again",
+        )
     return rs
 
 
 def _request(p: Path, line: int, d: Any) -> SetRequest:
     try:
-        req = SetRequest(str(d["id"]), str(d["kind"]), d.get("session"), d.get("step"), dict(d["body"]),
-                         dict(d.get("sizes") or {}))
+        req = SetRequest(
+            str(d["id"]), str(d["kind"]), d.get("session"), d.get("step"), dict(d["body"]), dict(d.get("sizes") or {})
+        )
         content_id = body_id(req.body)
     except (KeyError, TypeError, ValueError):  # ValueError: also a lone surrogate (\ud800) in the body
         raise InputError(f"{p}: line {line}: not a request (id, kind, body expected)") from None
     if req.kind not in KINDS or not isinstance(req.body.get("messages"), list):
         raise InputError(f"{p}: line {line}: kind must be one of {KINDS} and body must have messages")
     if content_id != req.id:
-        raise InputError(f"{p}: line {line}: request {req.id} was edited (its content hash differs)",
-                         hint="a request set must be reused unchanged; materialise the workload again")
+        raise InputError(
+            f"{p}: line {line}: request {req.id} was edited (its content hash differs)",
+            hint="a request set must be reused unchanged; materialise the workload again",
+        )
     return req

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal, Union
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from oomkit.errors import InputError
 from oomkit.yamlio import load_yaml
 
-TokenSize = Union[int, list[int]]
+TokenSize = int | list[int]
 PARAM_TYPES = ("integer", "number", "boolean", "enum", "string")
 MAX_TOKENS_PER_PART = 2_000_000
 DEFAULT_WORKLOAD = {"name": "default-agent"}  # every other field at its default (docs/load.md)
@@ -43,9 +43,11 @@ class ToolsSpec(_Strict):
     schema_tokens: TokenSize = Field(80, description="tokens of one tool definition (name, description, parameters)")
     strict: bool = Field(False, description='mark every tool "strict": true (vLLM then enforces the argument schema)')
     choice: Literal["auto", "required", "none", "named"] = Field(
-        "required", description="tool_choice; named picks one tool per step")
+        "required", description="tool_choice; named picks one tool per step"
+    )
     parameter_types: list[Literal["integer", "number", "boolean", "enum", "string"]] = Field(
-        default_factory=lambda: ["integer", "enum", "string"], min_length=1)
+        default_factory=lambda: ["integer", "enum", "string"], min_length=1
+    )
 
     _size = field_validator("schema_tokens")(_check_size)
 
@@ -64,8 +66,9 @@ class Workload(_Strict):
     steps: int = Field(4, ge=1, le=1_000, description="agent steps (requests) per session")
     system_instruction_tokens: TokenSize = 500
     format_rules_tokens: TokenSize = 100
-    prefix_reuse: float = Field(1.0, ge=0.0, le=1.0, description=(
-        "share of the system prompt (instruction + rules) identical across sessions"))
+    prefix_reuse: float = Field(
+        1.0, ge=0.0, le=1.0, description=("share of the system prompt (instruction + rules) identical across sessions")
+    )
     user_task_tokens: TokenSize = 60
     workflow_metadata_tokens: TokenSize = 30
     tools: ToolsSpec = Field(default_factory=ToolsSpec)
@@ -74,8 +77,13 @@ class Workload(_Strict):
     ignore_eos: bool = Field(False, description="vLLM extension: always generate output_tokens")
     temperature: float = Field(0.0, ge=0.0, le=2.0)
 
-    _size = field_validator("system_instruction_tokens", "format_rules_tokens", "user_task_tokens",
-                            "workflow_metadata_tokens", "output_tokens")(_check_size)
+    _size = field_validator(
+        "system_instruction_tokens",
+        "format_rules_tokens",
+        "user_task_tokens",
+        "workflow_metadata_tokens",
+        "output_tokens",
+    )(_check_size)
 
 
 def _where(loc: tuple[object, ...]) -> str:
@@ -84,16 +92,20 @@ def _where(loc: tuple[object, ...]) -> str:
 
 def parse_workload(data: object, origin: str = "workload") -> Workload:
     if not isinstance(data, dict):
-        raise InputError(f"{origin}: a workload is a YAML mapping, not {type(data).__name__}",
-                         hint="see examples/workload-agent.yaml")
+        raise InputError(
+            f"{origin}: a workload is a YAML mapping, not {type(data).__name__}",
+            hint="see examples/workload-agent.yaml",
+        )
     try:
         return Workload.model_validate(data)
     except ValidationError as err:
         first = err.errors()[0]
         more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
         msg = first["msg"].removeprefix("Value error, ")
-        raise InputError(f"{origin}: field {_where(first['loc'])}: {msg}{more}",
-                         hint="fix the field; see docs/load.md for the workload format") from None
+        raise InputError(
+            f"{origin}: field {_where(first['loc'])}: {msg}{more}",
+            hint="fix the field; see docs/load.md for the workload format",
+        ) from None
 
 
 def load_workload(path: str | os.PathLike[str]) -> Workload:

@@ -17,10 +17,26 @@ WORDS = tuple(
     "order invoice payment shipping address customer ticket status error warning update record "
     "table column value number date time list item note summary result output input config option "
     "build deploy release branch commit review merge issue label owner team project plan step task "
-    "search query index document page section title body link source target cache memory model".split())
-TOOL_NAMES = ("search_docs", "read_file", "write_file", "run_tests", "list_dir", "http_get", "query_db",
-              "create_ticket", "update_ticket", "send_message", "get_weather", "add", "calendar_lookup",
-              "summarize", "translate", "fetch_metrics")
+    "search query index document page section title body link source target cache memory model".split()
+)
+TOOL_NAMES = (
+    "search_docs",
+    "read_file",
+    "write_file",
+    "run_tests",
+    "list_dir",
+    "http_get",
+    "query_db",
+    "create_ticket",
+    "update_ticket",
+    "send_message",
+    "get_weather",
+    "add",
+    "calendar_lookup",
+    "summarize",
+    "translate",
+    "fetch_metrics",
+)
 SIZE_TOLERANCE = 0.02
 MAX_CORRECTIONS = 4
 
@@ -64,8 +80,9 @@ def _param(kind: str, rng: random.Random) -> dict[str, Any]:
     return {"type": "string", "maxLength": 32}
 
 
-def tool_definition(index: int, rng: random.Random, schema_tokens: int, param_types: list[str],
-                    strict: bool, counter: TokenCounter) -> dict[str, Any]:
+def tool_definition(
+    index: int, rng: random.Random, schema_tokens: int, param_types: list[str], strict: bool, counter: TokenCounter
+) -> dict[str, Any]:
     """An OpenAI tool whose JSON is about `schema_tokens` tokens: 1-6 parameters whose types cycle
     through `param_types`, and a description that takes the rest of the size."""
     base = TOOL_NAMES[index % len(TOOL_NAMES)]
