@@ -133,3 +133,36 @@ def test_tables_are_not_stale_against_the_installed_vllm() -> None:
         timeout=300,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+
+
+def test_a_dispatcher_frame_places_nothing() -> None:
+    # worker_base.execute_method runs whatever method it is handed: it is reached from every phase.
+    assert source_frames_phase([f"{SP}/worker/worker_base.py::execute_method"]) is None
+
+
+def test_a_cut_traceback_after_a_kv_marker_is_kv_allocation(tmp_path: Path) -> None:
+    # Constructed in vLLM 0.4-0.6's V0 Ray format: the cache blocks are counted, then a worker's
+    # traceback through the dispatcher is cut before its exception.
+    prefix = "(RayWorkerWrapper pid=7) ERROR 06-28 06:11:45 worker_base.py:145] "
+    log = tmp_path / "kv.log"
+    log.write_text(
+        "INFO 06-28 06:11:45 distributed_gpu_executor.py:45] # GPU blocks: 378, # CPU blocks: 1638\n"
+        + prefix
+        + "Traceback (most recent call last):\n"
+        + prefix
+        + f'  File "{SP}/worker/worker_base.py", line 137, in execute_method\n'
+    )
+    verdict = analyse([str(log)]).verdict
+    assert verdict.phase == "kv_cache_allocation" and verdict.decided_by == "marker"
+
+
+def test_an_oom_in_model_execution_is_serving(tmp_path: Path) -> None:
+    # Constructed in V0's format: the model runner dumps the failed batch, then reports the OOM.
+    log = tmp_path / "serve.log"
+    log.write_text(
+        "INFO 12-19 09:33:44 model_runner_base.py:120] Writing input of failed execution to /tmp/x.pkl...\n"
+        "ERROR 12-19 09:33:44 engine.py:135] OutOfMemoryError('Error in model execution (input dumped to /tmp/x.pkl): "
+        "CUDA out of memory. Tried to allocate 524.00 MiB. GPU 0 has a total capacity of 15.77 GiB')\n"
+    )
+    verdict = analyse([str(log)]).verdict
+    assert verdict.phase.startswith("serving_") and verdict.is_oom and verdict.decided_by == "template"

@@ -184,6 +184,9 @@ NOT_FOLLOWED = {
     "tensor",
     "synchronize",
     "reshape",
+    "execute_method",
+    "run_method",
+    "worker_busy_loop",
 }
 OOM = re.compile(
     r"out of memory|\bOOM\b|insufficient memory|not enough (?:GPU |device )?memory|"

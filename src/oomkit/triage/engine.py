@@ -25,6 +25,7 @@ from oomkit.triage.rules import (
     READY_TIMEOUT_S,
     RESTART_MARKERS,
     SERVING_FRAME,
+    SERVING_MESSAGE,
     SHUTDOWN,
     SLOW_STEP,
     TIMELINE,
@@ -46,7 +47,7 @@ class Hit:
     rule: Failure
     evidence: Evidence
     context_phase: str | None  # from traceback frames or the last marker
-    context_source: str  # "frames", "markers" or "none"
+    context_source: str  # "frames", "markers", "nearby" (the first marker after it), "message" or "none"
     after_ready: bool
     prefill_hint: str | None
     pid: int | None = None
@@ -66,6 +67,7 @@ class State:
     slow: Evidence | None = None
     last_exception: Evidence | None = None
     open_traceback: tuple[Evidence, int | None] | None = None  # a header with no exception line yet
+    serving_message: bool = False  # a line only the model-execution path prints was seen
     frames_only: tuple[Evidence, int | None] | None = None  # the first frame of a log cut before its header
 
 
@@ -88,6 +90,8 @@ class Triage:
         self.facts.feed(rec)
         new = self._marker(rec) if MARKER_GATE.search(rec.msg) else []
         self._frame(rec)
+        if SERVING_MESSAGE.search(rec.msg):
+            self.state.serving_message = True
         if FAILURE_GATE.search(rec.msg):
             self._failures(rec)
         return new
@@ -203,6 +207,8 @@ class Triage:
             return self.state.after, "markers"
         if framed == "serving":
             return "serving", "frames"
+        if SERVING_MESSAGE.search(rec.msg) or self.state.serving_message:
+            return "serving", "message"
         return None, "none"
 
     def _prefill_hint(self, pid: int | None, msg: str) -> str | None:
@@ -241,6 +247,5 @@ class Triage:
             return None
         evidence, pid = cut
         framed = self._frames_phase(pid)
-        return Hit(
-            CUT_TRACEBACK, evidence, framed, "frames" if framed else "none", st.ready, self._prefill_hint(pid, ""), pid
-        )
+        phase, source = (framed, "frames") if framed else (st.after, "markers") if st.after else (None, "none")
+        return Hit(CUT_TRACEBACK, evidence, phase, source, st.ready, self._prefill_hint(pid, ""), pid)

@@ -25,6 +25,28 @@ MODULE_PHASES: tuple[tuple[re.Pattern[str], str, str], ...] = (
         "vllm/compilation/cuda_graph.py (CUDAGraphWrapper)",
     ),
 )
+# Functions that call whatever method they are given (RPC to workers, busy loops): the call graph
+# reaches them from every phase, so their own phase says nothing (vllm/worker/worker_base.py,
+# vllm/v1/executor/multiproc_executor.py, vllm/utils run_method).
+DISPATCHERS = frozenset(
+    {
+        "execute_method",
+        "run_method",
+        "collective_rpc",
+        "_run_workers",
+        "worker_busy_loop",
+        "worker_main",
+        "run_busy_loop",
+        "_process_input_queue",
+        "__call__",
+        "inner",
+        "wrapper",
+        "_wrapper",
+        "sync_wrapper",
+        "_call_impl",
+        "_wrapped_call_impl",
+    }
+)
 # Cheap test before the template index: vLLM's memory messages all say one of these.
 MEMORY_WORDS = re.compile(r"emory|OOM|KV cache|cache blocks")
 TEMPLATE_RANK = 76  # below E-TORCHOOM (80): a torch OOM line is the more direct evidence
@@ -33,8 +55,9 @@ TEMPLATE_RANK = 76  # below E-TORCHOOM (80): a torch OOM line is the more direct
 def source_frames_phase(stack: list[str]) -> str | None:
     """The phase of a traceback (frames as "path::function", outermost first) from vLLM's source:
     the innermost frame that is itself a phase's root function, else the innermost frame in a
-    package that is a phase, else the innermost frame on any phase's path."""
-    frames = [tuple(f.rsplit("::", 1)) for f in stack if "::" in f]
+    package that is a phase, else the innermost frame on any phase's path. Dispatchers, which run
+    whatever method they are handed, place nothing."""
+    frames = [tuple(f.rsplit("::", 1)) for f in stack if "::" in f and f.rsplit("::", 1)[1] not in DISPATCHERS]
     rows = [(path, func, frame_phase(path, func)) for path, func in frames]
     for _path, func, row in reversed(rows):
         if row is not None and row.root == func:

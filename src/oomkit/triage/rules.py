@@ -609,6 +609,8 @@ FRAME_PHASES: tuple[tuple[re.Pattern[str], str], ...] = (
 SERVING_FRAME = _re(
     r"execute_model|run_busy_loop|_process_engine_step|step_with_batch_queue|sample_tokens|^step$|generate|_run_engine"
 )
+# Messages only vLLM's model-execution path prints (V0 dumps the failed batch's input): serving.
+SERVING_MESSAGE = _re(r"Error in model execution|Writing input of failed execution|Dumping input data for V1")
 PREFILL_FRAME = _re(r"prompt_logprobs|_prepare_prompt|_get_prompt_logprob|prefill")
 DECODE_FRAME = _re(r"_prepare_decode|swap_out|_preempt_by_swap|decode")
 

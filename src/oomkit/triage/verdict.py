@@ -63,7 +63,8 @@ def decided_by(hit: Hit) -> DecidedBy:
     """The decision-order step behind a hit's context phase."""
     if hit.context_phase is None:
         return "context"
-    return {"frames": "frames", "markers": "marker", "nearby": "marker"}.get(hit.context_source, "context")
+    sources: dict[str, DecidedBy] = {"frames": "frames", "markers": "marker", "nearby": "marker", "message": "template"}
+    return sources.get(hit.context_source, "context")
 
 
 def _context_phase(hit: Hit, figures: dict | None = None) -> tuple[str, str, str]:
