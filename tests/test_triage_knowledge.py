@@ -166,3 +166,14 @@ def test_an_oom_in_model_execution_is_serving(tmp_path: Path) -> None:
     )
     verdict = analyse([str(log)]).verdict
     assert verdict.phase.startswith("serving_") and verdict.is_oom and verdict.decided_by == "template"
+
+
+def test_a_lone_wrapper_is_unknown_not_a_guess(tmp_path: Path) -> None:
+    # Constructed from the V1 API server's wrapper line: the root cause above it is not in the log.
+    log = tmp_path / "wrapper.log"
+    log.write_text(
+        "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. "
+        "Failed core proc(s): {}\n"
+    )
+    verdict = analyse([str(log)]).verdict
+    assert (verdict.phase, verdict.is_oom, verdict.confidence) == ("unknown", False, "low")

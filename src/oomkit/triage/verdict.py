@@ -196,6 +196,19 @@ def _crash(t: Triage, wrappers: list[Hit], hits: list[Hit]) -> Verdict:
             t,
             decided_by="template",
         )
+    if exc is None and first.context_phase is None and not t.state.timeline and len(hits) == len(wrappers):
+        # Only a wrapper ("Engine core initialization failed", "EngineDeadError"): no exception, no
+        # frame, no marker, no other signal: nothing tells what failed or whether memory ran out.
+        return _verdict(
+            "unknown",
+            False,
+            "low",
+            "the engine died, but neither its exception nor a phase is in the log",
+            "the engine died; the root-cause lines above the wrapper are not in the log: collect the whole log",
+            first.rule.id,
+            shown,
+            t,
+        )
     summary = "the engine died with an error that is not a memory error"
     # Redacted before the cut, which could otherwise end inside a secret and keep an unmaskable prefix.
     summary += f": {redact(exc.text.split('] ')[-1])[:200]}" if exc else " (the exception itself is not in the log)"
