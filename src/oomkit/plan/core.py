@@ -13,7 +13,7 @@ from oomkit.plan.catalog import Gpu, find_gpu, find_model
 from oomkit.plan.layouts import Layout, validate
 from oomkit.plan.model import ModelShape
 from oomkit.plan.quant import resolve_kv_dtype, scheme_from_cli
-from oomkit.plan.state import DTYPE_BYTES, StateConfig, host_has_avx512_bf16, ssm_dtype
+from oomkit.plan.state import DTYPE_BYTES, StateConfig, host_has_amx, host_has_avx512_bf16, ssm_dtype
 from oomkit.plan.versions import PLATFORMS, Behaviour, batch_defaults, behaviour, cudagraph_capture_sizes
 from oomkit.plan.weights import Weights, weights_for
 
@@ -317,7 +317,7 @@ def _settings(
         batches = layout.pp + 1 if b.version >= (0, 34) else (2 if layout.pp == 1 else layout.pp)
     in_flight = batches * mnbt if b.version >= (0, 32) else mnbt
     prefix = req.enable_prefix_caching if req.enable_prefix_caching is not None else b.version >= (0, 13)
-    if gpu.platform == "cpu" and m.mla:
+    if gpu.platform == "cpu" and m.mla and not host_has_amx():
         prefix = False  # "MLA is enabled on a non-GPU platform; forcing ... prefix caching to be disabled"
     return {
         "max_model_len": int(mml),
@@ -356,7 +356,9 @@ def _state(req: PlanRequest, m: ModelShape, b: Behaviour, pf: Any, s: dict[str, 
 
 def _block_size(req: PlanRequest, m: ModelShape, b: Behaviour, pf: Any) -> int:
     if m.mla and pf.name == "cpu":
-        return 16  # CPU MLA decode kernel compiles only for block 16 (platforms/cpu.py)
+        if not host_has_amx():
+            return 16  # the reference CPU MLA decode kernel compiles only for block 16 (platforms/cpu.py)
+        return req.block_size or pf.default_block_size or b.default_block_size  # AMX MLA: no override
     if req.block_size:
         return req.block_size
     if m.mla:

@@ -44,9 +44,20 @@ class StateConfig:
 
 def host_has_avx512_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool:
     """vLLM-CPU's accelerated GDN path (and its float32 reset) needs AVX-512 BF16 (platforms/cpu.py)."""
+    return _cpu_flag(" avx512_bf16", cpuinfo)
+
+
+def host_has_amx(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """vLLM-CPU runs MLA on its AMX backend where the CPU has AMX tiles (platforms/cpu.py
+    get_attn_backend_cls, torch.cpu._is_amx_tile_supported): no block-16 override, default block
+    128, and prefix caching and chunked prefill stay on."""
+    return _cpu_flag(" amx_tile", cpuinfo)
+
+
+def _cpu_flag(flag: str, cpuinfo: str) -> bool:
     try:
         with open(cpuinfo, encoding="utf-8", errors="replace") as fh:
-            return any(line.startswith("flags") and " avx512_bf16" in line for line in fh)
+            return any(line.startswith("flags") and flag in line for line in fh)
     except OSError:
         return False
 

