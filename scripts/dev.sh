@@ -27,9 +27,13 @@ case "${1:-test}" in
         .venv/bin/oomkit launch examples/testbed-healthy.yaml --check
         .venv/bin/oomkit investigate examples/testbed-small-kv.yaml --requirements examples/requirements-testbed.yaml --repeats 1 ;;
   test) setup; shift || true
-        # The quality gate: lint and format (config in pyproject.toml), then the tests.
-        .venv/bin/ruff check src tests benchmarks scripts corpus/split.py
-        .venv/bin/ruff format --check src tests benchmarks scripts corpus/split.py
+        # The quality gate: lint, format and types (config in pyproject.toml), the corpus, then the tests.
+        .venv/bin/ruff check src tests benchmarks scripts corpus
+        .venv/bin/ruff format --check src tests benchmarks scripts corpus
+        .venv/bin/python -m mypy src/oomkit
+        .venv/bin/python corpus/check_corpus.py
+        # The speed benchmark's small case once without RE2 (the fallback a machine without it gets).
+        OOMKIT_PREFILTER=re .venv/bin/python benchmarks/triage_speed.py --small --case stats
         exec .venv/bin/python -m pytest "$@" ;;
   *) echo "usage: scripts/dev.sh setup|demo|test [pytest args]" >&2; exit 2 ;;
 esac

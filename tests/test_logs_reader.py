@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from oomkit.errors import InputError
 from oomkit.logs import ReadStats, iter_records
-from oomkit.triage.rules import KEY_BYTES
+from oomkit.triage.prefilter import KEY_BYTES
 
 
 def write(path, text, mode="w"):

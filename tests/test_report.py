@@ -62,7 +62,7 @@ def test_html_is_self_contained_and_escaped(decision):
 
 def test_markdown_and_json(decision):
     md = render(str(decision.run_dir), "md", now="T").read_text()
-    assert md.startswith("# oomkit report: expand") and "| capacity_concurrency | 2 |" in md
+    assert md.startswith("# oomkit report: expand") and "| capacity (highest level that holds) | 2 |" in md
     assert "## Decision checklist" in md and "## Untested scenarios" in md
     data = json.loads(render(str(decision.run_dir), "json", now="T").read_text())
     assert data["schema"] == "oomkit.report/1" and data["decision"]["verdict"] == "expand"

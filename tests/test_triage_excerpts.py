@@ -24,8 +24,9 @@ CASES = {
     "host_kill_137.log": ("weight_loading", True, None),
     "ray_nccl_dmabuf.log": ("network_communication", False, "high"),
     # the log stops inside a traceback: placed by its frames, low confidence, OOM not claimed
-    "v1_0.32_cut_serving_traceback.log": ("serving_decode", False, "low"),
-    "v0_0.6_offline_cut_traceback.log": ("serving_prefill", False, "low"),
+    "v1_0.32_cut_serving_traceback.log": ("not_oom_other", False, "low"),
+    # A serving crash cut before its exception: not_oom_other (low); the summary keeps "(prefill)".
+    "v0_0.6_offline_cut_traceback.log": ("not_oom_other", False, "low"),
     "v1_0.32_traceback_then_serving.log": ("healthy", False, "high"),
 }
 

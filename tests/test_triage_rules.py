@@ -5,7 +5,8 @@ import pytest
 
 from oomkit.logs import parse_line
 from oomkit.triage.facts import FIGURES
-from oomkit.triage.rules import FAILURES, KEY, MARKERS, PHASES, TIMELINE
+from oomkit.triage.prefilter import LIVE_KEY as KEY
+from oomkit.triage.rules import FAILURES, MARKERS, PHASES, TIMELINE
 
 RULES = list(MARKERS) + list(FAILURES)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, TextIO
 
 
 class Progress(Protocol):
@@ -28,11 +28,13 @@ class LineProgress:
     """Progress on a terminal stream: a counter redrawn in place on a TTY, one line per step
     otherwise (so logs and CI output stay readable)."""
 
-    def __init__(self, stream, enabled: bool = True):
+    def __init__(self, stream: TextIO, enabled: bool = True):
         self.stream = stream
         self.enabled = enabled
         self.tty = bool(getattr(stream, "isatty", lambda: False)())
-        self.label, self.total, self.done = "", None, 0
+        self.label = ""
+        self.total: int | None = None
+        self.done = 0
 
     def start(self, label: str, total: int | None) -> None:
         self.label, self.total, self.done = label, total, 0

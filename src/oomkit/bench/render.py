@@ -3,33 +3,35 @@
 from __future__ import annotations
 
 from oomkit.bench.run import BenchResult
-from oomkit.ladder.render import ms, size, table
+from oomkit.ladder.render import table
+from oomkit.units import NONE, fmt_count, fmt_ms, fmt_number, fmt_pct, fmt_rate, fmt_size
 
 
 def render(r: BenchResult) -> str:
     c, s = r.client, r.server
-    rate = f"{c.output_tokens_per_s:.1f}" if c.output_tokens_per_s is not None else "-"
     rows = [
         ("requests", f"{c.requests} ({c.ok} ok, {c.errors} errors{_kinds(c.errors_by_kind)})"),
-        ("duration", f"{r.duration_s:.1f} s at concurrency {r.options.concurrency}"),
-        ("output tokens", f"{c.output_tokens} ({rate} tokens/s)"),
-        ("TTFT p50 / p95 / p99", f"{ms(c.ttft_ms_p50)} / {ms(c.ttft_ms_p95)} / {ms(c.ttft_ms_p99)}"),
-        ("latency p50 / p95", f"{ms(c.latency_ms_p50)} / {ms(c.latency_ms_p95)}"),
-        ("ITL p50 / p95", f"{ms(c.itl_ms_p50)} / {ms(c.itl_ms_p95)}"),
+        ("duration", f"{fmt_number(r.duration_s, 1)} s at concurrency {r.options.concurrency}"),
+        ("output tokens", f"{c.output_tokens} ({fmt_rate(c.output_tokens_per_s, 'tokens')})"),
+        ("TTFT p50 / p95 / p99", f"{fmt_ms(c.ttft_ms_p50)} / {fmt_ms(c.ttft_ms_p95)} / {fmt_ms(c.ttft_ms_p99)}"),
+        ("latency p50 / p95", f"{fmt_ms(c.latency_ms_p50)} / {fmt_ms(c.latency_ms_p95)}"),
+        ("ITL p50 / p95", f"{fmt_ms(c.itl_ms_p50)} / {fmt_ms(c.itl_ms_p95)}"),
         ("agent loops ok", _agents(r)),
         ("tool calls valid", f"{c.tool_checks_valid}/{c.tool_checks}" + (f", {c.retries} retries" * bool(c.retries))),
-        ("prefix cache hit rate", "-" if s.prefix_cache_hit_rate is None else f"{s.prefix_cache_hit_rate:.1%}"),
-        ("preemptions", "-" if s.preemptions is None else f"{s.preemptions:g}"),
-        ("max KV usage", "-" if s.max_kv_usage is None else f"{s.max_kv_usage:.0%}"),
+        ("prefix cache hit rate", fmt_pct(s.prefix_cache_hit_rate)),
+        ("preemptions", fmt_count(s.preemptions)),
+        ("max KV usage", fmt_pct(s.max_kv_usage, decimals=0)),
         ("max waiting", _waiting(r)),
-        ("finished (server)", ", ".join(f"{k} {v:g}" for k, v in s.requests_by_finish_reason.items()) or "-"),
-        ("peak memory", f"{size(r.peak_memory_bytes)} ({r.memory_source})"),
+        ("finished (server)", ", ".join(f"{k} {fmt_count(v)}" for k, v in s.requests_by_finish_reason.items()) or NONE),
+        ("peak memory", f"{fmt_size(r.peak_memory_bytes)} ({r.memory_source})"),
     ]
     if r.options.clients > 1:
         where = "Ray actors" if r.options.ray is not None else "client processes"
         rows.append(("clients", f"{r.options.clients} {where}, {c.client_lost} requests lost with a client"))
     if c.slo_attainment is not None:
-        goodput = f"{c.slo_met}/{c.requests} ({c.slo_attainment:.0%}), goodput {c.goodput_rps:.2f} req/s"
+        goodput = (
+            f"{c.slo_met}/{c.requests} ({fmt_pct(c.slo_attainment, decimals=0)}), goodput {fmt_rate(c.goodput_rps)}"
+        )
         rows.append(("SLOs met", goodput))
     lines = [table(rows)]
     if r.failure:
@@ -44,7 +46,7 @@ def _agents(r: BenchResult) -> str:
     a = r.agents
     text = f"{a.succeeded}/{a.succeeded + a.failed}"
     if a.success_share is not None:
-        text += f" ({a.success_share:.0%})"
+        text += f" ({fmt_pct(a.success_share, decimals=0)})"
     return text + (f", {a.cut} cut by the end of the run" if a.cut else "")
 
 
@@ -55,6 +57,6 @@ def _kinds(kinds: dict[str, int]) -> str:
 def _waiting(r: BenchResult) -> str:
     s = r.server
     if s.max_waiting is None:
-        return "-"
-    by = ", ".join(f"{k} {v:g}" for k, v in s.max_waiting_by_reason.items() if v)
-    return f"{s.max_waiting:g}" + (f" ({by})" if by else "")
+        return NONE
+    by = ", ".join(f"{k} {fmt_count(v)}" for k, v in s.max_waiting_by_reason.items() if v)
+    return fmt_count(s.max_waiting) + (f" ({by})" if by else "")

@@ -86,10 +86,10 @@ class _Stream:
             choice = choices[0]
             delta = choice.get("delta")
             if delta and self._delta(delta):
-                if self.first_s is None:
+                if self.last_token_s is None:  # set with first_s: this is the first token
                     self.first_s = now
                 else:
-                    self.gaps_s.append(now - self.last_token_s)  # type: ignore[operator]
+                    self.gaps_s.append(now - self.last_token_s)
                 self.last_token_s = now
                 self.chunks += 1
             if choice.get("finish_reason"):

@@ -12,12 +12,18 @@ or read-until-close bodies, no upgrades. `https://` stays on httpx's own transpo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 
 import httpx
 
 READ_SIZE = 256 * 1024
 _NO_BODY_STATUS = {204, 304}
+
+
+class _StaleConnection(Exception):
+    """A reused connection failed before any byte of the response came back: the server closed it
+    while idle and did not process the request, so the request is sent again on another one."""
 
 
 class _Connection:
@@ -129,7 +135,7 @@ class _Body(httpx.AsyncByteStream):
 
 def _decode_chunks(buf: bytes, request: httpx.Request) -> tuple[bytes, bytes, bool]:
     """Decode every complete chunk at the start of `buf`: (payload, unread rest, last chunk seen)."""
-    parts = []
+    parts: list[bytes] = []
     pos = 0
     end_of_buf = len(buf)
     while True:
@@ -209,11 +215,8 @@ class Http11Transport(httpx.AsyncBaseTransport):
             # A reused connection may have been closed by the server while idle: retry on a new
             # one, but only when nothing came back (the request was not processed).
             conn = idle.pop()
-            try:
+            with contextlib.suppress(_StaleConnection):
                 return await self._exchange(request, key, conn, payload, timeouts)
-            except (httpx.ReadError, httpx.RemoteProtocolError, httpx.WriteError) as err:
-                if getattr(err, "_oomkit_nothing_read", False) is not True:
-                    raise
         conn = await self._connect(request, key, timeouts.get("connect"))
         return await self._exchange(request, key, conn, payload, timeouts)
 
@@ -232,17 +235,17 @@ class Http11Transport(httpx.AsyncBaseTransport):
             head = await _within(timeouts.get("read"), conn.reader.readuntil(b"\r\n\r\n"), httpx.ReadTimeout, request)
         except asyncio.IncompleteReadError as err:
             conn.close()
-            exc = httpx.RemoteProtocolError("server closed the connection without a response", request=request)
-            exc._oomkit_nothing_read = reused and not err.partial  # type: ignore[attr-defined]
-            raise exc from err
+            if reused and not err.partial:
+                raise _StaleConnection from err
+            raise httpx.RemoteProtocolError("server closed the connection without a response", request=request) from err
         except asyncio.LimitOverrunError as err:
             conn.close()
             raise httpx.RemoteProtocolError("response headers too large", request=request) from err
         except (ConnectionError, OSError) as err:
             conn.close()
-            exc2 = httpx.ReadError(str(err) or type(err).__name__, request=request)
-            exc2._oomkit_nothing_read = reused  # type: ignore[attr-defined]
-            raise exc2 from err
+            if reused:
+                raise _StaleConnection from err
+            raise httpx.ReadError(str(err) or type(err).__name__, request=request) from err
         except BaseException:
             conn.close()
             raise

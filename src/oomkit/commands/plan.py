@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import click
 
@@ -105,7 +106,7 @@ def _assume(_ctx: object, _param: object, values: tuple[str, ...]) -> dict[str, 
 @click.option("--from-log", "from_log", multiple=True, type=click.Path(), help="Calibrate against a real startup log.")
 @click.option("--list", "list_catalogs", is_flag=True, help="List the built-in models and GPUs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
-def command(**o: object) -> None:
+def command(**o: Any) -> None:  # click passes the options as keywords; their types are the options'
     """Predict vLLM's memory per GPU: weights, budget, KV pool, and whether it loads, fits one
     request, and fits a target of --concurrency x --context tokens."""
     if o["list_catalogs"]:

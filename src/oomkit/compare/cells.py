@@ -70,8 +70,9 @@ def session_times_ms(records: tuple[RequestRecord, ...]) -> list[float]:
     """Per agent loop: first request start to last token. A session id seen again after its last
     step is a new loop (cells repeat the set's sessions when asked for more)."""
     loops: dict[int, list[list[RequestRecord]]] = {}
-    for rec in sorted((r for r in records if r.session is not None), key=lambda r: r.started_unix_s):
-        runs = loops.setdefault(rec.session, [[]])  # type: ignore[arg-type]
+    in_sessions = ((r.session, r) for r in records if r.session is not None)
+    for session, rec in sorted(in_sessions, key=lambda pair: pair[1].started_unix_s):
+        runs = loops.setdefault(session, [[]])
         if runs[-1] and (rec.step or 0) <= (runs[-1][-1].step or 0):
             runs.append([])
         runs[-1].append(rec)

@@ -4,7 +4,7 @@ mamba/linear layers (vLLM refuses to start), and which retention spelling this v
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from oomkit.compare.factors import RETENTION, RETENTION_ENV, installed_vllm_dir, retention_forms, retention_note
 from oomkit.compare.spec import Mode, Plan
@@ -20,7 +20,15 @@ REJECTED_LINE = (
 )
 
 
-def retention_layers(profile: Profile) -> dict[str, Any]:
+class RetentionLayers(TypedDict):
+    layers: int | None
+    """Layers the retention interval applies to; None when the model's config is not readable here."""
+    why: NotRequired[str]
+    kinds: NotRequired[dict[str, int]]
+    model: NotRequired[str]
+
+
+def retention_layers(profile: Profile) -> RetentionLayers:
     """How many layers of the profile's model the retention interval applies to (None: unknown)."""
     from oomkit.plan.catalog import find_model
 
@@ -71,6 +79,8 @@ def check_plan(plan: Plan, profile: Profile) -> Plan:
 
 def variant_profile(profile: Profile, mode: Mode) -> Profile:
     """The baseline profile with the mode's one vLLM argument changed (and a label saying so)."""
-    args = {**profile.args, mode.factor: mode.value}  # type: ignore[dict-item]
+    if mode.factor is None:
+        raise ValueError(f"mode {mode.name!r} changes no factor: it runs on the baseline profile")
+    args = {**profile.args, mode.factor: mode.value}
     label = f"{profile.label or 'server'}-{mode.name}"[:48]
     return profile.model_copy(update={"args": args, "label": label})

@@ -5,16 +5,31 @@ from __future__ import annotations
 from typing import Any
 
 from oomkit.compare.verdict import METRICS
+from oomkit.units import NONE, fmt_number, fmt_value
 
 SHORT = {"better": "+", "worse": "-", "same": "=", "inconclusive": "?", "unmeasured": " "}
+HEAD = {
+    "peak_memory_bytes": "peak mem",
+    "max_kv_usage": "max KV",
+    "prefix_cache_hit_rate": "hit rate",
+    "ttft_ms_p95": "TTFT p95",
+    "latency_ms_p95": "e2e p95",
+    "session_ms_p95": "loop p95",
+    "preemptions": "preempt",
+    "errors": "errors",
+    "agent_success_share": "agents ok",
+}
 
 
-def _median(values: list[Any]) -> str:
+def setting(value: Any) -> str:
+    """A compared setting as written (True, hermes, 2), a float rounded."""
+    return fmt_number(value) if isinstance(value, float) else str(value)
+
+
+def _median(values: list[Any], unit: str) -> str:
+    """The middle value (the upper one of an even count), in the metric's unit."""
     vals = sorted(v for v in values if v is not None)
-    if not vals:
-        return "-"
-    v = vals[len(vals) // 2]
-    return f"{v:.3g}" if isinstance(v, float) else str(v)
+    return fmt_value(vals[len(vals) // 2], unit) if vals else NONE
 
 
 def render(data: dict[str, Any], run_dir: str) -> str:
@@ -24,15 +39,14 @@ def render(data: dict[str, Any], run_dir: str) -> str:
         f"server starts {data['server_starts']} (restarts {data['restarts']})",
         "",
     ]
-    keys = [m.key for m in METRICS]
-    lines.append(f"{'mode':<20} {'change':<38} " + " ".join(f"{k[:12]:>12}" for k in keys))
+    lines.append(f"{'mode':<20} {'change':<38} " + " ".join(f"{HEAD.get(m.key, m.key)[:12]:>12}" for m in METRICS))
     for mode in data["modes"]:
         cells = [c for c in data["cells"] if c["mode"] == mode["name"]]
-        change = f"{mode['factor']}={mode['value']}" if mode["factor"] else "baseline"
+        change = f"{mode['factor']}={setting(mode['value'])}" if mode["factor"] else "baseline"
         verdicts = {v["metric"]: v["verdict"] for v in data["comparisons"].get(mode["name"], [])}
         row = [
-            f"{_median([c.get(k) for c in cells])}{SHORT.get(verdicts.get(k, ''), '') if verdicts else ''}"
-            for k in keys
+            f"{_median([c.get(m.key) for c in cells], m.unit)}{SHORT.get(verdicts.get(m.key, ''), '') if verdicts else ''}"
+            for m in METRICS
         ]
         lines.append(f"{mode['name']:<20} {change[:38]:<38} " + " ".join(f"{r:>12}" for r in row))
     for name, fail in data.get("launch_failures", {}).items():

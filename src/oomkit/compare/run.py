@@ -25,6 +25,7 @@ from oomkit.errors import InputError, RunFailed, UsageError
 from oomkit.fsio import write_json_atomic
 from oomkit.launch import LaunchFailed, Profile, load_profile
 from oomkit.rundir import RunDir, find_run, redact_obj
+from oomkit.units import fmt_count, fmt_ms, fmt_pct
 from oomkit.workload.requestset import RequestSet, read_request_set
 
 SCHEMA = "oomkit.compare/1"
@@ -138,15 +139,11 @@ def _run_server(
             _say(
                 opts,
                 f"cell {cell.label}: {cell.requests} requests, {cell.errors} errors, "
-                f"TTFT p95 {_ms(cell.ttft_ms_p95)}, preemptions {cell.preemptions}, "
-                f"hit rate {cell.prefix_cache_hit_rate}",
+                f"TTFT p95 {fmt_ms(cell.ttft_ms_p95)}, preemptions {fmt_count(cell.preemptions)}, "
+                f"hit rate {fmt_pct(cell.prefix_cache_hit_rate)}",
             )
 
         return asyncio.run(run_group(target, server_run, rs, job, opts.client, opts.memory, on_cell))
-
-
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v:.0f} ms"
 
 
 class _Runner:
@@ -195,6 +192,7 @@ class _Runner:
         self.restarts += server_mode is not None  # only server-side modes restart vLLM
         died: Cell | None = None
         try:
+            # profile_target hands `prof` to launched(), which takes a Profile too; bench.target annotates it str.
             with profile_target(prof, self.opts.runs_dir) as target:  # type: ignore[arg-type]
                 died = self.cells(target, name, modes)
         except LaunchFailed as err:  # not ready; or it died during the cells, which `died` explains
@@ -237,7 +235,7 @@ def compare(
 ) -> CompareResult:
     """Run every cell not yet recorded, then judge each variant against the baseline."""
     spec = experiment if isinstance(experiment, ExperimentSpec) else load_experiment(experiment)
-    profile = load_profile(spec.path(spec.profile))  # type: ignore[arg-type]
+    profile = load_profile(spec.path(spec.profile))
     plan = check_plan(plan_experiment(spec, dict(profile.args)), profile)
     plan = replace(plan, notes=plan.notes + tuple(notes))
     if opts.url and plan.server_modes():

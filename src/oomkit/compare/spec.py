@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -31,16 +31,20 @@ class ExperimentSpec(BaseModel):
 
     name: str = Field(min_length=1, max_length=80)
     profile: str = Field(description="launch profile of the baseline server (relative to this file)")
-    workload: str | None = Field(None, description="workload YAML or request-set.jsonl (default: built-in agent)")
+    workload: str | None = Field(
+        default=None, description="workload YAML or request-set.jsonl (default: built-in agent)"
+    )
     concurrency: int = Field(ge=1, le=4096, description="agent sessions at once in the baseline")
-    sessions: int | None = Field(None, ge=1, le=100_000, description="sessions per cell (default: all of the set)")
-    steps: int | None = Field(None, ge=1, le=1000, description="agent steps per session (default: all)")
-    repeats: int = Field(2, ge=1, le=20, description="cells per mode; verdicts compare the repeat ranges")
+    sessions: int | None = Field(
+        default=None, ge=1, le=100_000, description="sessions per cell (default: all of the set)"
+    )
+    steps: int | None = Field(default=None, ge=1, le=1000, description="agent steps per session (default: all)")
+    repeats: int = Field(default=2, ge=1, le=20, description="cells per mode; verdicts compare the repeat ranges")
     reset: Literal["auto", "endpoint", "salt", "none"] = Field(
-        "auto", description="between cells: /reset_prefix_cache (endpoint), a per-cell cache_salt, or none"
+        default="auto", description="between cells: /reset_prefix_cache (endpoint), a per-cell cache_salt, or none"
     )
     variants: list[VariantSpec] = Field(default_factory=list)
-    source: str | None = Field(None, exclude=True)
+    source: str | None = Field(default=None, exclude=True)
 
     @field_validator("variants")
     @classmethod
@@ -51,6 +55,10 @@ class ExperimentSpec(BaseModel):
             raise ValueError(f"variant names must be unique and not {BASELINE!r}: {', '.join(dup)}")
         return value
 
+    @overload
+    def path(self, value: str) -> str: ...
+    @overload
+    def path(self, value: None) -> None: ...
     def path(self, value: str | None) -> str | None:
         """A path from the file, relative to the file's folder."""
         if value is None or Path(value).is_absolute() or self.source is None:

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Final, Literal
 
-LOWER, HIGHER = "lower", "higher"
+Better = Literal["lower", "higher"]
+LOWER: Final = "lower"
+HIGHER: Final = "higher"
+Judgement = Literal["better", "worse", "same", "inconclusive", "unmeasured"]
 
 
 @dataclass(frozen=True)
 class Metric:
     key: str
-    better: str
+    better: Better
     """lower or higher is better."""
     unit: str
     min_effect: float
@@ -44,13 +47,13 @@ METRICS: tuple[Metric, ...] = (
     Metric("agent_success_share", HIGHER, "fraction", 0.0, "agent loops succeeded", "client: sessions"),
 )
 BY_KEY = {m.key: m for m in METRICS}
-VERDICTS = ("better", "worse", "same", "inconclusive", "unmeasured")
+VERDICTS: tuple[Judgement, ...] = ("better", "worse", "same", "inconclusive", "unmeasured")
 
 
 @dataclass(frozen=True)
 class MetricVerdict:
     metric: str
-    verdict: str
+    verdict: Judgement
     baseline: tuple[float, ...]
     variant: tuple[float, ...]
     delta: float | None

@@ -5,18 +5,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Literal
 
-from oomkit.decide.facts import Facts
+from oomkit.decide.facts import DecisionFacts, Facts
+from oomkit.units import fmt_ms, fmt_s
 
-DONE, MISSING, FAILED = "done", "missing", "failed"
+Status = Literal["done", "missing", "failed"]
+DONE: Final = "done"
+MISSING: Final = "missing"
+FAILED: Final = "failed"
 
 
 @dataclass(frozen=True)
 class Item:
     key: str
     title: str
-    status: str
+    status: Status
     detail: str
     evidence: tuple[str, ...] = ()
 
@@ -65,7 +69,7 @@ def _initialised(f: Facts) -> Item:
             "initialised",
             "initialisation completed",
             DONE,
-            f"ready after {r.manifest.get('ready_s')} s",
+            f"ready after {fmt_s(r.manifest.get('ready_s'))}",
             (r.file("manifest.json"),),
         )
     if f.launches:
@@ -83,7 +87,7 @@ def _initialised(f: Facts) -> Item:
 def _short_request(f: Facts) -> Item:
     step = f.step("short_request")
     run, _ = f.ladder()
-    if step is not None:
+    if step is not None and run is not None:
         why = (
             "answered"
             if step["ok"]
@@ -93,9 +97,9 @@ def _short_request(f: Facts) -> Item:
             "short_request",
             "short request answers",
             DONE if step["ok"] else FAILED,
-            f"{why}; TTFT p50 {step.get('ttft_ms_p50')} ms",
+            f"{why}; TTFT p50 {fmt_ms(step.get('ttft_ms_p50'))}",
             (run.file("ladder.json"),),
-        )  # type: ignore[union-attr]
+        )
     checks = [r for r in f.launches if r.manifest.get("check_request")]
     if checks:
         c = checks[0].manifest["check_request"]
@@ -192,7 +196,7 @@ def prefix_caching_disabled(f: Facts) -> bool:
 
 
 def hit_rate_compared(f: Facts) -> bool:
-    cells = [c for r in f.compares for c in r.compare["cells"]]  # type: ignore[index]
+    cells = [c for _, comp in f.with_compare for c in comp["cells"]]
     return len({c["mode"] for c in cells if c.get("prefix_cache_hit_rate") is not None}) >= 2
 
 
@@ -236,7 +240,7 @@ def _network(f: Facts) -> Item:
     )
 
 
-def _described(f: Facts) -> Item:
+def _described(f: DecisionFacts) -> Item:
     r = f.req
     return Item(
         "load_described",
@@ -248,7 +252,7 @@ def _described(f: Facts) -> Item:
     )
 
 
-def _condition(f: Facts) -> Item:
+def _condition(f: DecisionFacts) -> Item:
     r = f.req
     return Item(
         "expansion_condition",
@@ -260,7 +264,7 @@ def _condition(f: Facts) -> Item:
     )
 
 
-CHECKS: tuple[Callable[[Facts], Item], ...] = (
+CHECKS: tuple[Callable[[DecisionFacts], Item], ...] = (
     _phases,
     _initialised,
     _short_request,
@@ -285,5 +289,5 @@ def retest_item(path: str | None, ok: bool, why: str) -> Item:
     )
 
 
-def checklist(f: Facts) -> list[Item]:
+def checklist(f: DecisionFacts) -> list[Item]:
     return [check(f) for check in CHECKS]

@@ -12,9 +12,9 @@ from typing import Any
 from oomkit import __version__
 from oomkit.decide.checklist import Item, checklist, retest_item
 from oomkit.decide.evidence import RunEvidence, load_all, written_by_oomkit
-from oomkit.decide.facts import Facts
+from oomkit.decide.facts import DecisionFacts, Facts
 from oomkit.decide.requirements import Requirements, load_requirements
-from oomkit.decide.rules import Ctx, apply
+from oomkit.decide.rules import Ctx, Verdict, apply
 from oomkit.decide.teams import TEAMS, criteria
 from oomkit.errors import UsageError
 from oomkit.fsio import is_file, write_json_atomic, write_text_atomic
@@ -35,7 +35,7 @@ class DecideOptions:
 
 @dataclass(frozen=True)
 class Decision:
-    verdict: str
+    verdict: Verdict
     rule: dict[str, str]
     summary: str
     numbers: dict[str, Any]
@@ -86,16 +86,16 @@ def _recipe_check(facts: Facts, recipe: str | None) -> dict[str, Any] | None:
     return check_recipe(recipe, EnvSnapshot.from_dict(snap)).to_dict()
 
 
-def untested(facts: Facts) -> list[str]:
+def untested(facts: DecisionFacts) -> list[str]:
     out = list((facts.poc() or {}).get("untested", []))
-    for r in facts.compares:
-        out += [n for n in r.compare.get("notes", []) if "skipped" in n]  # type: ignore[union-attr]
+    for _, comp in facts.with_compare:
+        out += [n for n in comp.get("notes", []) if "skipped" in n]
         out += [
             f"mode {name}: the server did not start ({v.get('phase')})"
-            for name, v in r.compare.get("launch_failures", {}).items()
-        ]  # type: ignore[union-attr]
-    for r in facts.imports:
-        out += [f"{r.path}: {n}" for n in r.imported.notes]  # type: ignore[union-attr]
+            for name, v in comp.get("launch_failures", {}).items()
+        ]
+    for r, imported in facts.with_import:
+        out += [f"{r.path}: {n}" for n in imported.notes]
     cap = facts.capacity()
     need = facts.req.target_with_reserve()
     if cap.max_tested is not None and cap.max_tested < need:
@@ -151,7 +151,7 @@ def decide(refs: list[str], requirements: Requirements | str, opts: DecideOption
     req = requirements if isinstance(requirements, Requirements) else load_requirements(requirements)
     with written_by_oomkit(refs):
         runs, set_id = load_all(refs, opts.runs_dir)
-        facts = Facts(runs, req, set_id)
+        facts = DecisionFacts(runs, req, set_id)
         facts.recipe_check = _recipe_check(facts, opts.recipe)
         team = TEAMS[opts.team]
         crit = criteria(facts, team)

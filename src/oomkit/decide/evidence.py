@@ -115,9 +115,10 @@ def read_folder(path: Path) -> RunEvidence:
     found: dict[str, dict[str, Any] | None] = {}
     for name in ("ladder.json", "bench.json", "compare.json"):
         file = path / name
-        found[name] = _json(file) if file.is_file() else None
-        if found[name] is not None:
-            _need(found[name], name, file, version)  # type: ignore[arg-type]
+        data = _json(file) if file.is_file() else None
+        if data is not None:
+            _need(data, name, file, version)
+        found[name] = data
     comp = found["compare.json"]
     if comp is not None and comp["schema"] != COMPARE_SCHEMA:
         raise InputError(f"{path}/compare.json: schema {comp['schema']!r}; this oomkit reads {COMPARE_SCHEMA}")

@@ -8,6 +8,7 @@ from typing import Any
 
 from oomkit.decide.evidence import RunEvidence
 from oomkit.decide.requirements import Requirements
+from oomkit.imports import ImportedRun
 
 LOAD_PHASES = ("weight_loading", "memory_profiling")
 ENV_PHASES = ("environment", "network_communication")
@@ -64,6 +65,10 @@ class Facts:
         self.compares = [r for r in runs if r.compare]
         self.benches = [r for r in runs if r.bench]
         self.imports = [r for r in runs if r.imported]
+        # The same folders with their file, for the type checker: (run, ladder.json), (run, compare.json), ...
+        self.with_ladder = [(r, r.ladder) for r in runs if r.ladder]
+        self.with_compare = [(r, r.compare) for r in runs if r.compare]
+        self.with_import: list[tuple[RunEvidence, ImportedRun]] = [(r, r.imported) for r in runs if r.imported]
 
     def _all(self) -> list[RunEvidence]:
         """Every folder once: a compare's server may be a ladder run given on its own too."""
@@ -104,7 +109,7 @@ class Facts:
 
     # -- ladder ------------------------------------------------------------------------------
     def ladder(self) -> tuple[RunEvidence, dict[str, Any]] | tuple[None, None]:
-        return (self.ladders[0], self.ladders[0].ladder) if self.ladders else (None, None)  # type: ignore[return-value]
+        return self.with_ladder[0] if self.with_ladder else (None, None)
 
     def step(self, name: str) -> dict[str, Any] | None:
         _, lad = self.ladder()
@@ -116,7 +121,7 @@ class Facts:
 
     # -- compare -----------------------------------------------------------------------------
     def compare(self) -> tuple[RunEvidence, dict[str, Any]] | tuple[None, None]:
-        return (self.compares[0], self.compares[0].compare) if self.compares else (None, None)  # type: ignore[return-value]
+        return self.with_compare[0] if self.with_compare else (None, None)
 
     def mode_cells(self, mode: str) -> list[dict[str, Any]]:
         _, comp = self.compare()
@@ -155,9 +160,14 @@ class Facts:
         return Point(c, breach is None, breach or "no errors, no preemptions, SLOs met", source, figures)
 
     def points(self) -> list[Point]:
-        out: list[Point] = []
+        return self._ladder_points() + self._compare_points() + self._import_points()
+
+    def _ladder_points(self) -> list[Point]:
         run, lad = self.ladder()
-        for s in (lad or {}).get("steps", []):
+        if run is None or lad is None:
+            return []
+        out: list[Point] = []
+        for s in lad.get("steps", []):
             if s["name"] != "concurrency":
                 continue
             for rung in s["detail"].get("rungs", []):
@@ -173,38 +183,43 @@ class Facts:
                         d,
                     )
                 )
-        crun, comp = self.compare()
-        # The baseline server's cells that differ only in concurrency measure capacity.
-        modes = [m["name"] for m in (comp or {}).get("modes", []) if m.get("factor") in (None, "concurrency")]
-        for mode in modes:
-            for cell in self.mode_cells(mode):
-                out.append(
-                    self._judge(
-                        cell["concurrency"],
-                        cell["errors"],
-                        cell.get("preemptions"),
-                        cell.get("ttft_ms_p95"),
-                        cell.get("latency_ms_p95"),
-                        f"{crun.file('compare.json')}: cell {cell['label']}",
-                        _cell_figures(cell),
-                    )
-                )
-        for r in self.imports:
-            for p in r.imported.points:  # type: ignore[union-attr]
-                if p.concurrency is None:
-                    continue
-                out.append(
-                    self._judge(
-                        p.concurrency,
-                        p.errors,
-                        None,
-                        p.ttft_ms_p95 or p.ttft_ms_p99,
-                        p.latency_ms_p95 or p.latency_ms_p99,
-                        f"{r.path}: {p.label}",
-                        p.to_dict(),
-                    )
-                )
         return out
+
+    def _compare_points(self) -> list[Point]:
+        crun, comp = self.compare()
+        if crun is None or comp is None:
+            return []
+        # The baseline server's cells that differ only in concurrency measure capacity.
+        modes = [m["name"] for m in comp.get("modes", []) if m.get("factor") in (None, "concurrency")]
+        return [
+            self._judge(
+                cell["concurrency"],
+                cell["errors"],
+                cell.get("preemptions"),
+                cell.get("ttft_ms_p95"),
+                cell.get("latency_ms_p95"),
+                f"{crun.file('compare.json')}: cell {cell['label']}",
+                _cell_figures(cell),
+            )
+            for mode in modes
+            for cell in self.mode_cells(mode)
+        ]
+
+    def _import_points(self) -> list[Point]:
+        return [
+            self._judge(
+                p.concurrency,
+                p.errors,
+                None,
+                p.ttft_ms_p95 or p.ttft_ms_p99,
+                p.latency_ms_p95 or p.latency_ms_p99,
+                f"{r.path}: {p.label}",
+                p.to_dict(),
+            )
+            for r, imported in self.with_import
+            for p in imported.points
+            if p.concurrency is not None
+        ]
 
     def capacity(self) -> Capacity:
         pts = self.points()
@@ -214,6 +229,22 @@ class Facts:
         first_bad = min(bad) if bad else None
         good = [p.concurrency for p in pts if p.ok and (first_bad is None or p.concurrency < first_bad)]
         return Capacity(max(good) if good else None, first_bad, max(p.concurrency for p in pts), tuple(pts))
+
+
+class DecisionFacts(Facts):
+    """Facts with the requirements they are judged against: what the rules, the checklist and the
+    team criteria read (a report of runs without requirements has plain Facts)."""
+
+    req: Requirements
+
+    def __init__(
+        self,
+        runs: list[RunEvidence],
+        req: Requirements,
+        request_set_id: str | None,
+        recipe_check: dict[str, Any] | None = None,
+    ):
+        super().__init__(runs, req, request_set_id, recipe_check)
 
 
 def _cell_figures(cell: dict[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
 
 from oomkit.errors import InputError
 from oomkit.yamlio import load_yaml
@@ -44,7 +45,7 @@ class Deployment(_Strict):
 
     model: str = Field(description="planner catalog name or a config.json path (oomkit plan --list)")
     gpu: str = Field(description="GPU catalog name, e.g. H200-141GB")
-    gpus_per_node: int = Field(8, ge=1, le=72)
+    gpus_per_node: int = Field(default=8, ge=1, le=72)
 
 
 class Requirements(_Strict):
@@ -58,9 +59,11 @@ class Requirements(_Strict):
     image_update_headroom_pct: float = Field(ge=0, lt=100, description="memory kept free for image updates, %")
     peak_reserve_pct: float = Field(ge=0, le=1000, description="concurrency reserve for short peaks, %")
     slo: Slo
-    workload: str | None = Field(None, description="workload YAML whose requests represent this load (relative)")
+    workload: str | None = Field(
+        default=None, description="workload YAML whose requests represent this load (relative)"
+    )
     deployment: Deployment | None = None
-    source: str | None = Field(None, exclude=True)
+    source: str | None = Field(default=None, exclude=True)
 
     @field_validator("workload")
     @classmethod
@@ -123,7 +126,7 @@ def _nearest(loc: tuple[Any, ...]) -> str:
     return f" (did you mean `{found[0]}`?)" if found else ""
 
 
-def _describe(e: dict[str, Any], data: Any) -> str:
+def _describe(e: ErrorDetails, data: Any) -> str:
     loc = tuple(p for p in e["loc"])
     where = ".".join(str(p) for p in loc)
     if e["type"] == "missing":

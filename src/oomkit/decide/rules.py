@@ -6,14 +6,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from oomkit.decide.checklist import DONE, FAILED, Item, hit_rate_compared
-from oomkit.decide.facts import ENV_PHASES, LOAD_PHASES, Facts
+from oomkit.decide.evidence import RunEvidence
+from oomkit.decide.facts import ENV_PHASES, LOAD_PHASES, DecisionFacts, Facts
 from oomkit.decide.teams import Team, first_open
 from oomkit.decide.topology import engines_needed, gpus_used, topology_or_expand
 
-VERDICTS = ("fix_environment", "tune", "change_topology", "expand", "inconclusive")
+Verdict = Literal["fix_environment", "tune", "change_topology", "expand", "inconclusive"]
+VERDICTS: tuple[Verdict, ...] = ("fix_environment", "tune", "change_topology", "expand", "inconclusive")
 SERVING_OOM = ("serving_prefill", "serving_decode", "cache_pressure")
 # Modes whose win changes the business scenario: a temporary degradation, not a fix.
 DEGRADING = {
@@ -26,7 +28,7 @@ DEGRADING = {
 
 @dataclass(frozen=True)
 class Fired:
-    verdict: str
+    verdict: Verdict
     summary: str
     numbers: dict[str, Any] = field(default_factory=dict)
     evidence: tuple[dict[str, Any], ...] = ()
@@ -46,7 +48,7 @@ def _lines(run_path: str, verdict: dict[str, Any]) -> tuple[dict[str, Any], ...]
     )
 
 
-def environment(f: Facts, ctx: Ctx) -> Fired | None:
+def environment(f: DecisionFacts, ctx: Ctx) -> Fired | None:
     failed = f.failed_launches(ENV_PHASES)
     rows = [r for r in (f.recipe_check or {}).get("rows", []) if r.get("status") == "fail"]
     if not failed and not rows:
@@ -63,12 +65,14 @@ def environment(f: Facts, ctx: Ctx) -> Fired | None:
     )
 
 
-def _failed_steps(f: Facts) -> list[tuple[Any, dict[str, Any], dict[str, Any]]]:
+def _failed_steps(f: Facts) -> list[tuple[RunEvidence, dict[str, Any], dict[str, Any]]]:
     run, lad = f.ladder()
-    return [(run, s, s["failure"]) for s in (lad or {}).get("steps", []) if s.get("failure")]
+    if run is None or lad is None:
+        return []
+    return [(run, s, s["failure"]) for s in lad.get("steps", []) if s.get("failure")]
 
 
-def setup_rejects(f: Facts, ctx: Ctx) -> Fired | None:
+def setup_rejects(f: DecisionFacts, ctx: Ctx) -> Fired | None:
     for run, s, fail in _failed_steps(f):
         if fail.get("kind") == "bad_request":
             text = next((e.get("text") for e in fail.get("evidence", []) if e.get("text")), fail.get("reason"))
@@ -85,7 +89,7 @@ def setup_rejects(f: Facts, ctx: Ctx) -> Fired | None:
     return None
 
 
-def not_memory(f: Facts, ctx: Ctx) -> Fired | None:
+def not_memory(f: DecisionFacts, ctx: Ctx) -> Fired | None:
     """A failure the log says is not a memory error: fix the software or the request first."""
     for run, s, fail in _failed_steps(f):
         if fail.get("phase") == "not_oom_other" and fail.get("kind") != "context_length":
@@ -111,7 +115,7 @@ def not_memory(f: Facts, ctx: Ctx) -> Fired | None:
     return None
 
 
-def load_phase(f: Facts, ctx: Ctx) -> Fired | None:
+def load_phase(f: DecisionFacts, ctx: Ctx) -> Fired | None:
     failed = [(r, v) for r, v in f.failed_launches(LOAD_PHASES) if v.get("is_oom")]
     if not failed:
         return None
@@ -120,7 +124,7 @@ def load_phase(f: Facts, ctx: Ctx) -> Fired | None:
     figures = run.manifest.get("figures") or {}
     return Fired(
         verdict,
-        f"out of memory while {v.get('phase').replace('_', ' ')} on a verified environment: "
+        f"out of memory while {v['phase'].replace('_', ' ')} on a verified environment: "
         f"the model does not fit this layout ({v.get('summary')})",
         {"phase": v.get("phase"), "model_weights_gib": figures.get("model_weights_gib"), **numbers},
         _lines(run.path, v),
@@ -128,7 +132,7 @@ def load_phase(f: Facts, ctx: Ctx) -> Fired | None:
     )
 
 
-def graph_capture(f: Facts, ctx: Ctx) -> Fired | None:
+def graph_capture(f: DecisionFacts, ctx: Ctx) -> Fired | None:
     failed = f.failed_launches(("cudagraph_capture",))
     if not failed:
         return None
@@ -145,7 +149,7 @@ def graph_capture(f: Facts, ctx: Ctx) -> Fired | None:
     )
 
 
-def kv_startup(f: Facts, ctx: Ctx) -> Fired | None:
+def kv_startup(f: DecisionFacts, ctx: Ctx) -> Fired | None:
     failed = f.failed_launches(("kv_cache_allocation",))
     if not failed:
         return None
@@ -174,9 +178,9 @@ def kv_startup(f: Facts, ctx: Ctx) -> Fired | None:
     )
 
 
-def one_request(f: Facts, ctx: Ctx) -> Fired | None:
+def one_request(f: DecisionFacts, ctx: Ctx) -> Fired | None:
     run, lad = f.ladder()
-    if lad is None:
+    if run is None or lad is None:
         return None
     need_in = f.req.input_tokens.max
     short = f.step("short_request")
@@ -191,13 +195,13 @@ def one_request(f: Facts, ctx: Ctx) -> Fired | None:
             {**numbers, "phase": fail.get("phase")},
             tuple({"run": run.path, **e} for e in fail.get("evidence", [])[:3]),
             tuple(recs),
-        )  # type: ignore[union-attr]
+        )
     limit = ctxt.get("limit_tokens")
     if ctxt.get("found") and limit and limit < f.req.longest_request_tokens():
         pool = f.figures().get("kv_cache_tokens")
         need = f.req.longest_request_tokens()
         numbers = {"context_limit_tokens": limit, "longest_request_tokens": need, "kv_cache_tokens": pool}
-        ev = ({"run": run.path, "file": run.file("ladder.json"), "key": "history_doubling.context", "value": ctxt},)  # type: ignore[union-attr]
+        ev = ({"run": run.path, "file": run.file("ladder.json"), "key": "history_doubling.context", "value": ctxt},)
         if pool and pool >= need:
             return Fired(
                 "tune",
@@ -224,7 +228,7 @@ def one_request(f: Facts, ctx: Ctx) -> Fired | None:
     return None
 
 
-def team_gate(f: Facts, ctx: Ctx) -> Fired | None:
+def team_gate(f: DecisionFacts, ctx: Ctx) -> Fired | None:
     """The team's own criteria: unmet ones stop the decision; research asks nothing more."""
     items = ctx.criteria
     if not ctx.team.capacity:
@@ -246,7 +250,7 @@ def team_gate(f: Facts, ctx: Ctx) -> Fired | None:
     if ctx.team.order_matters:
         blocked = next((i for i in items[:-1] if i.status != DONE), None)
         if blocked:
-            verdict = "fix_environment" if blocked.status == FAILED else "inconclusive"
+            verdict: Verdict = "fix_environment" if blocked.status == FAILED else "inconclusive"
             return Fired(
                 verdict,
                 f"platform check {items.index(blocked) + 1} of {len(items)} not passed: "
@@ -304,7 +308,7 @@ def _tuning_fix(f: Facts, target: int) -> tuple[dict[str, Any] | None, list[str]
     return None, degraded
 
 
-def concurrency(f: Facts, ctx: Ctx) -> Fired | None:
+def concurrency(f: DecisionFacts, ctx: Ctx) -> Fired | None:
     cap = f.capacity()
     if not cap.points:
         return None
@@ -364,17 +368,7 @@ def concurrency(f: Facts, ctx: Ctx) -> Fired | None:
         if c is not None and c >= t
         else f"only {c if c is not None else 0:g} of {t} concurrent dialogs hold"
     )
-    gpus = (
-        f"{engines * per_engine} GPU(s) at {per_engine} per replica"
-        if (f.env_snapshot() or {}).get("gpus")
-        else "the CPU backend here: count GPUs on the serving node"
-    )
-    recs = [
-        now,
-        f"expand to {engines} replica(s) of this server ({gpus}) for {math.ceil(need)} dialogs"
-        if engines
-        else "expand: more KV memory per replica (see oomkit plan --compare)",
-    ] + degraded
+    recs = [now, _expand_advice(f, engines, per_engine, need)] + degraded
     return Fired(
         "expand",
         f"{why}: the first failing level is {cap.first_bad:g} ({bad[0].why if bad else ''})",
@@ -384,7 +378,20 @@ def concurrency(f: Facts, ctx: Ctx) -> Fired | None:
     )
 
 
-def fallback(f: Facts, ctx: Ctx) -> Fired | None:
+def _expand_advice(f: Facts, engines: int | None, gpus_per_engine: int, need: float) -> str:
+    """How many replicas of this server the target with reserve needs; without a level that held,
+    there is no count to give."""
+    if not engines:
+        return "expand: more KV memory per replica (see oomkit plan --compare)"
+    gpus = (
+        f"{engines * gpus_per_engine} GPU(s) at {gpus_per_engine} per replica"
+        if (f.env_snapshot() or {}).get("gpus")
+        else "the CPU backend here: count GPUs on the serving node"
+    )
+    return f"expand to {engines} replica(s) of this server ({gpus}) for {math.ceil(need)} dialogs"
+
+
+def fallback(f: DecisionFacts, ctx: Ctx) -> Fired | None:
     have = [
         k
         for k, v in (
@@ -408,8 +415,8 @@ def fallback(f: Facts, ctx: Ctx) -> Fired | None:
 @dataclass(frozen=True)
 class Rule:
     id: str
-    says: tuple[str, ...]
-    check: Callable[[Facts, Ctx], Fired | None]
+    says: tuple[Verdict, ...]
+    check: Callable[[DecisionFacts, Ctx], Fired | None]
     text: str
     source: str
 
@@ -479,7 +486,7 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def apply(f: Facts, ctx: Ctx) -> tuple[Rule, Fired]:
+def apply(f: DecisionFacts, ctx: Ctx) -> tuple[Rule, Fired]:
     for rule in RULES:
         if rule.id == "concurrency_headroom" and not ctx.team.capacity:
             continue

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from oomkit.decide.checklist import DONE, FAILED, MISSING, Item
-from oomkit.decide.facts import Facts
+from oomkit.decide.checklist import DONE, FAILED, MISSING, Item, Status
+from oomkit.decide.facts import DecisionFacts, Facts
+from oomkit.units import fmt_pct
 
 
 @dataclass(frozen=True)
@@ -26,20 +26,20 @@ class Team:
 def _step(f: Facts, name: str, title: str) -> Item:
     s = f.step(name)
     run, _ = f.ladder()
-    if s is None:
+    if s is None or run is None:
         return Item(name, title, MISSING, f"ladder step {name} not run")
     reason = (s.get("failure") or {}).get("reason") or "; ".join(s.get("notes") or []) or "ok"
-    return Item(name, title, DONE if s["ok"] else FAILED, reason, (run.file("ladder.json"),))  # type: ignore[union-attr]
+    return Item(name, title, DONE if s["ok"] else FAILED, reason, (run.file("ladder.json"),))
 
 
 def _poc(f: Facts, key: str, title: str) -> Item:
     poc = f.poc()
     run, _ = f.ladder()
-    if poc is None:
+    if poc is None or run is None:
         return Item(key, title, MISSING, "no ladder (poc.json) among the runs")
     value = poc.get(key)
     ok = bool(value) if key != "knee" else value is not None
-    return Item(key, title, DONE if ok else FAILED, f"{key} = {value}", (run.file("poc.json"),))  # type: ignore[union-attr]
+    return Item(key, title, DONE if ok else FAILED, f"{key} = {value}", (run.file("poc.json"),))
 
 
 def _started(f: Facts) -> Item:
@@ -58,7 +58,7 @@ def _started(f: Facts) -> Item:
 def _comparisons(f: Facts) -> Item:
     crun, comp = f.compare()
     title = "cache-vs-context comparisons"
-    if comp is None:
+    if crun is None or comp is None:
         return Item("comparisons", title, MISSING, "no comparison (oomkit compare --preset cache-vs-context)")
     names = {m["name"] for m in comp["modes"]}
     skipped = [n for n in comp.get("notes", []) if "skipped" in n]
@@ -68,15 +68,17 @@ def _comparisons(f: Facts) -> Item:
     if unexplained:
         return Item(
             "comparisons", title, MISSING, f"modes not compared: {', '.join(unexplained)}", (crun.file("compare.json"),)
-        )  # type: ignore[union-attr]
+        )
     rates = {c["mode"]: c.get("prefix_cache_hit_rate") for c in comp["cells"]}
     return Item(
         "comparisons",
         title,
         DONE,
-        f"modes {', '.join(sorted(names))}; hit rate per mode {rates}" + (f"; {'; '.join(skipped)}" if skipped else ""),
+        f"modes {', '.join(sorted(names))}; hit rate per mode: "
+        + ", ".join(f"{mode} {fmt_pct(rate)}" for mode, rate in rates.items())
+        + (f"; {'; '.join(skipped)}" if skipped else ""),
         (crun.file("compare.json"),),
-    )  # type: ignore[union-attr]
+    )
 
 
 def _snapshot(f: Facts) -> Item:
@@ -140,14 +142,14 @@ def _inter_node(f: Facts) -> Item:
 
 
 def _api_route(f: Facts) -> Item:
-    via_url = [r for r in f.ladders if not (r.ladder.get("target") or {}).get("launched", True)]  # type: ignore[union-attr]
+    via_url = [lad for _, lad in f.with_ladder if not (lad.get("target") or {}).get("launched", True)]
     if via_url:
         return Item(
             "api_route",
             "short request through the future API route",
             DONE,
-            f"ladder through {via_url[0].ladder['target'].get('base_url')}",
-        )  # type: ignore[index]
+            f"ladder through {via_url[0]['target'].get('base_url')}",
+        )
     return Item(
         "api_route",
         "short request through the future API route",
@@ -156,7 +158,7 @@ def _api_route(f: Facts) -> Item:
     )
 
 
-def _target(f: Facts) -> Item:
+def _target(f: DecisionFacts) -> Item:
     cap = f.capacity()
     t = f.req.concurrent_dialogs
     if cap.last_good is None and cap.first_bad is None:
@@ -167,7 +169,7 @@ def _target(f: Facts) -> Item:
     )
 
 
-def _headroom(f: Facts) -> Item:
+def _headroom(f: DecisionFacts) -> Item:
     cap = f.capacity()
     need = f.req.target_with_reserve()
     if cap.last_good is None and cap.first_bad is None:
@@ -181,11 +183,11 @@ def _headroom(f: Facts) -> Item:
     )
 
 
-def _recovery(f: Facts) -> Item:
-    ready = [r.manifest.get("ready_s") for r in f.ready_launches() if r.manifest.get("ready_s")]
-    if not ready:
+def _recovery(f: DecisionFacts) -> Item:
+    ready_s = [float(r.manifest["ready_s"]) for r in f.ready_launches() if r.manifest.get("ready_s")]
+    if not ready_s:
         return Item("recovery", "restart within the recovery time", MISSING, "no measured start")
-    worst = max(ready)
+    worst = max(ready_s)
     ok = worst <= f.req.recovery_time_s
     return Item(
         "recovery",
@@ -195,9 +197,9 @@ def _recovery(f: Facts) -> Item:
     )
 
 
-def _image_headroom(f: Facts) -> Item:
+def _image_headroom(f: DecisionFacts) -> Item:
     snap = f.env_snapshot() or {}
-    peaks = [p.figures.get("peak_memory_bytes") for p in f.capacity().points if p.figures.get("peak_memory_bytes")]
+    peaks = [p.figures["peak_memory_bytes"] for p in f.capacity().points if p.figures.get("peak_memory_bytes")]
     gpus = snap.get("gpus") or []
     total = sum(g.get("memory_total_bytes") or 0 for g in gpus) or (snap.get("host") or {}).get("ram_total_bytes")
     if not peaks or not total:
@@ -212,7 +214,7 @@ def _image_headroom(f: Facts) -> Item:
     )
 
 
-CRITERIA: dict[str, Callable[[Facts], Item]] = {
+CRITERIA: dict[str, Callable[[DecisionFacts], Item]] = {
     "starts": _started,
     "api_answers": lambda f: _step(f, "short_request", "the API answers"),
     "tools_validate": lambda f: _step(f, "tool_call", "tool calling validates"),
@@ -293,7 +295,7 @@ TEAMS: dict[str, Team] = {
 }
 
 
-def criteria(f: Facts, team: Team) -> list[Item]:
+def criteria(f: DecisionFacts, team: Team) -> list[Item]:
     return [CRITERIA[name](f) for name in team.criteria]
 
 
@@ -301,5 +303,5 @@ def first_open(items: list[Item]) -> Item | None:
     return next((i for i in items if i.status != DONE), None)
 
 
-def summary(items: list[Item]) -> dict[str, Any]:
+def summary(items: list[Item]) -> dict[Status, list[str]]:
     return {s: [i.key for i in items if i.status == s] for s in (DONE, MISSING, FAILED)}

@@ -4,12 +4,16 @@ at the current GPU count and at more; without one, the GPUs visible but unused d
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
-from oomkit.decide.facts import Facts
+from oomkit.decide.facts import DecisionFacts
 from oomkit.errors import OomkitError
 
 NODE_MULTIPLES = (1, 2, 3, 4, 6, 8)  # GPU counts tried, in multiples of one node
+
+MemoryVerdict = Literal["change_topology", "expand"]
+# The verdict when memory is short, the numbers behind it, and what to do.
+MemoryAdvice = tuple[MemoryVerdict, dict[str, Any], list[str]]
 
 
 def gpus_used(args: dict[str, Any]) -> int:
@@ -21,7 +25,7 @@ def gpus_used(args: dict[str, Any]) -> int:
     )
 
 
-def _planner(f: Facts, used: int) -> tuple[str, dict[str, Any], list[str]] | None:
+def _planner(f: DecisionFacts, used: int) -> MemoryAdvice | None:
     d = f.req.deployment
     if d is None:
         return None
@@ -72,7 +76,7 @@ def _planner(f: Facts, used: int) -> tuple[str, dict[str, Any], list[str]] | Non
     )
 
 
-def topology_or_expand(f: Facts) -> tuple[str, dict[str, Any], list[str]]:
+def topology_or_expand(f: DecisionFacts) -> MemoryAdvice:
     """The verdict when memory, not a setting, is short: `change_topology` or `expand`, with numbers."""
     used = gpus_used(f.profile_args())
     planned = _planner(f, used)

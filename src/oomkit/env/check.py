@@ -10,7 +10,7 @@ from typing import Any
 from oomkit.env import rows
 from oomkit.env.model import EnvSnapshot
 from oomkit.env.recipe import Recipe, load_recipe, read_prose
-from oomkit.env.rows import FAIL, PASS, UNKNOWN
+from oomkit.env.rows import FAIL, PASS, UNKNOWN, Status
 from oomkit.env.settings import resolve, select
 from oomkit.env.strategies import STRATEGIES, nodes_needed
 from oomkit.redact import redact, redact_env
@@ -20,7 +20,7 @@ from oomkit.redact import redact, redact_env
 class CheckRow:
     requirement: str
     found: str
-    status: str  # "pass", "fail" or "unknown"
+    status: Status
     why: str
     source: str  # where the requirement comes from: a recipe key, its prose, or "oomkit"
 
@@ -38,7 +38,7 @@ class CheckReport:
     snapshot_source: str
 
     @property
-    def overall(self) -> str:
+    def overall(self) -> Status:
         statuses = {r.status for r in self.rows}
         return FAIL if FAIL in statuses else (UNKNOWN if UNKNOWN in statuses or not self.rows else PASS)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Final, Literal
 
 from oomkit.env.hardware import BY_KEY
 from oomkit.env.model import EnvSnapshot, GpuInfo
@@ -14,8 +15,11 @@ from oomkit.env.software import parse_version, version_at_least
 from oomkit.env.strategies import Strategy
 from oomkit.redact import MASK
 
-Row = tuple[str, str, str, str, str]
-PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
+Status = Literal["pass", "fail", "unknown"]
+PASS: Final = "pass"
+FAIL: Final = "fail"
+UNKNOWN: Final = "unknown"
+Row = tuple[str, str, Status, str, str]
 GB = 1e9  # recipes state vram_minimum_gb in decimal GB: params x bytes x 1.2
 
 # Why each requirement matters (the text users read next to a failure).
@@ -128,9 +132,10 @@ def driver(prose: ProseFacts, snap: EnvSnapshot, hardware: str | None) -> Row | 
     version = snap.driver.driver_version if snap.driver else None
     if version is None:
         return req, snap.gpu_note or "driver version unknown", UNKNOWN, WHY["driver"], source
-    branch = int(re.match(r"\d{1,9}", version).group(0)) if re.match(r"\d{1,9}", version) else None
-    if branch is None:
+    leading = re.match(r"\d{1,9}", version)
+    if leading is None:
         return req, version, UNKNOWN, WHY["driver"], source
+    branch = int(leading.group(0))
     return req, version, PASS if branch >= prose.driver_min else FAIL, WHY["driver"], source
 
 
@@ -189,7 +194,7 @@ def strategy_hardware(rec: Recipe, sel: Selection) -> Row:
     listed = sel.strategy in rec.compatible_strategies
     req = f"{sel.strategy} supported on this hardware"
     if sel.hardware is None:
-        status = PASS if listed and not grant else UNKNOWN
+        status: Status = PASS if listed and not grant else UNKNOWN
         found = "hardware unknown" + ("" if status == UNKNOWN else f"; {sel.strategy} is compatible")
         return req, found, status, WHY["strategy"], "compatible_strategies"
     mark = grant.get(sel.hardware)

@@ -62,7 +62,7 @@ def take_snapshot(
         source="live",
         taken_at=(now or datetime.now(UTC)).isoformat(timespec="seconds"),
         driver=driver,
-        gpus=gpus,
+        gpus=list(gpus),
         gpu_note=gpu_note,
         topology=topology,
         cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
@@ -100,7 +100,10 @@ def load_snapshot_from_dir(path: str | os.PathLike[str]) -> EnvSnapshot:
         wanted = ", ".join(cmd for _, _, cmd in CAPTURE_KINDS[:4])
         raise InputError(f"{root}: no captured environment files recognised", f"capture them with: {wanted}")
     texts = {kind: (p, p.read_text(errors="replace")) for kind, p in found.items()}
-    driver, gpus, gpu_note, taken_at = None, (), "no `nvidia-smi -q -x` capture: GPUs and driver unknown", None
+    driver: DriverInfo | None = None
+    gpus: tuple[GpuInfo, ...] = ()
+    gpu_note: str | None = "no `nvidia-smi -q -x` capture: GPUs and driver unknown"
+    taken_at: str | None = None
     if "nvidia-smi" in texts:
         p, text = texts["nvidia-smi"]
         driver, gpus = nvsmi.parse_smi_xml(text, str(p))
@@ -118,7 +121,7 @@ def load_snapshot_from_dir(path: str | os.PathLike[str]) -> EnvSnapshot:
         source="captured",
         taken_at=taken_at or _mtime(found),
         driver=driver,
-        gpus=gpus,
+        gpus=list(gpus),
         gpu_note=gpu_note,
         topology=topology,
         cuda_visible_devices=None if env is None else env.get("CUDA_VISIBLE_DEVICES"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from oomkit.ladder.knee import Knee
+from oomkit.ladder.result import StepResult
 
 # Scenarios a ladder run never covers (why each matters for memory, as our own notes).
 NEVER_TESTED = (
@@ -19,14 +20,14 @@ STEP_NAMES = ("short_request", "tool_call", "agent_steps", "history_doubling", "
 
 
 def build_poc(
-    steps: dict[str, Any],
+    steps: dict[str, StepResult],
     knee: Knee | None,
     context: dict[str, Any],
     memory_source: str | None,
     max_concurrency: int,
     stopped_at: str | None,
 ) -> dict[str, Any]:
-    """`steps`: step name -> StepResult (only the steps that ran)."""
+    """`steps`: step name -> its result (only the steps that ran)."""
     short, tool, repeat = steps.get("short_request"), steps.get("tool_call"), steps.get("repeat")
     peaks = [s.peak_memory_bytes for s in steps.values() if s.peak_memory_bytes is not None]
     repeat_short = bool(repeat and repeat.detail.get("identical_by_step", {}).get("short_request"))
@@ -35,7 +36,7 @@ def build_poc(
         for name in STEP_NAMES
         if name not in steps
     ]
-    if "tool_call" in steps and tool.detail.get("skipped"):
+    if tool is not None and tool.detail.get("skipped"):
         untested.append("tool calling (the workload defines no tools)")
     if knee is not None and knee.reason == "limit":
         untested.append(f"concurrency above {max_concurrency} (no knee up to --max-concurrency)")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import ErrorDetails
 
 from oomkit.errors import InputError
 from oomkit.fsio import read_text_limited
@@ -35,9 +36,9 @@ class Start(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    module: str | None = Field(None, description="python -m MODULE (default when `command` is not set)")
-    python: str | None = Field(None, description="interpreter for `module`; default: the one running oomkit")
-    command: list[str] | None = Field(None, description="argv prefix, e.g. [vllm, serve] or [docker, run, ...]")
+    module: str | None = Field(default=None, description="python -m MODULE (default when `command` is not set)")
+    python: str | None = Field(default=None, description="interpreter for `module`; default: the one running oomkit")
+    command: list[str] | None = Field(default=None, description="argv prefix, e.g. [vllm, serve] or [docker, run, ...]")
 
     @field_validator("command", mode="before")
     @classmethod
@@ -56,16 +57,16 @@ class Profile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     model: str = Field(description="path, Hugging Face id, or testbed:<kind> (built on first use)")
-    label: str | None = Field(None, description="short name used in the run folder name")
+    label: str | None = Field(default=None, description="short name used in the run folder name")
     description: str | None = None
     start: Start = Field(default_factory=Start)
     host: str = "127.0.0.1"
-    port: int | Literal["auto"] = Field(8000, description="TCP port, or auto for a free one")
-    start_timeout_s: float = Field(600.0, gt=0)
-    stop_timeout_s: float = Field(30.0, gt=0)
+    port: int | Literal["auto"] = Field(default=8000, description="TCP port, or auto for a free one")
+    start_timeout_s: float = Field(default=600.0, gt=0)
+    stop_timeout_s: float = Field(default=30.0, gt=0)
     args: dict[str, Any] = Field(default_factory=dict, description="vLLM arguments by flag name")
     env: dict[str, str] = Field(default_factory=dict)
-    source: str | None = Field(None, exclude=True, description="the file this profile came from")
+    source: str | None = Field(default=None, exclude=True, description="the file this profile came from")
 
     @field_validator("start", mode="before")
     @classmethod
@@ -221,7 +222,7 @@ def describe_errors(err: ValidationError) -> str:
     return "; ".join(_describe(e) for e in err.errors()[:5])
 
 
-def _describe(error: dict[str, Any]) -> str:
+def _describe(error: ErrorDetails) -> str:
     loc = [str(p) for p in error["loc"]]
     where = ".".join(loc) or "profile"
     if error["type"] == "extra_forbidden":

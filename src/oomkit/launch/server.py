@@ -143,12 +143,11 @@ class Server:
             server={"pid": self._proc.pid, "pgid": self._proc.pgid, "create_time": self._proc.tree.root.create_time()},
         )
         self.emit("started", f"pid {self._proc.pid}: {' '.join(redact_args(argv))}")
-        self._follower = LogFollower(
-            self._proc.stdout, self.log_path, self._proc.started, on_phase=self._phase_reached
-        ).start()
+        follower = LogFollower(self._proc.stdout, self.log_path, self._proc.started, on_phase=self._phase_reached)
+        self._follower = follower.start()
         writer = self.run.jsonl("memory.jsonl", "memory samples: RSS of the process tree, GPU used per device")
         self._sampler = MemorySampler(
-            self._proc.tree, writer, lambda: self._follower.current_phase, started=self._proc.started
+            self._proc.tree, writer, lambda: follower.current_phase, started=self._proc.started
         ).start()
 
     def _phase_reached(self, reached: PhaseReached) -> None:
@@ -158,12 +157,13 @@ class Server:
         """Poll /health and /v1/models until both answer. None when ready, else the reason."""
         import httpx
 
-        assert self._proc is not None
-        deadline = self._proc.started + self.profile.start_timeout_s
+        proc, follower = self._proc, self._follower
+        assert proc is not None and follower is not None, "the server was not started"
+        deadline = proc.started + self.profile.start_timeout_s
         with httpx.Client(trust_env=False, timeout=2.0, headers=self.headers) as client:
             while True:
-                if not self._proc.alive():
-                    self._follower.join(EOF_WAIT_S)
+                if not proc.alive():
+                    follower.join(EOF_WAIT_S)
                     return "exited_before_ready"
                 if time.monotonic() > deadline:
                     return "start_timeout"
@@ -217,13 +217,16 @@ class Server:
             return self.result
         stop = None
         if self._proc:
-            if state == "complete" and (dead := self._engine_dead()):
+            if state == "complete" and (dead := self._engine_dead(self._proc)):
                 state, reason, error = "failed", "died_after_ready", dead
             if self._proc.alive():
                 self.emit("stopping", "stopping the server's process group")
             stop = self._proc.stop(self.profile.stop_timeout_s)
-            self._follower.join(EOF_WAIT_S)
-            self._sampler.stop()
+            # Both start right after the process; a failure in between leaves them unset.
+            if self._follower:
+                self._follower.join(EOF_WAIT_S)
+            if self._sampler:
+                self._sampler.stop()
             if state == "complete" and not stop.requested:
                 state, reason = "failed", "died_after_ready"
             if stop.survivors:
@@ -247,7 +250,7 @@ class Server:
         self.emit("stopped", state, state=state, reason=reason)
         return self.result
 
-    def _engine_dead(self) -> str | None:
+    def _engine_dead(self, proc: ServerProcess) -> str | None:
         """Why the server is dead although its API server still runs, or None. After its engine
         dies, vLLM's API server answers /health with 503 and exits by itself about 0.5 s later
         (cpu-testbed.md §9); stopped first, such a run would pass for complete."""
@@ -261,7 +264,7 @@ class Server:
         except httpx.TimeoutException:
             return None  # busy is not dead
         except httpx.HTTPError:
-            self._proc.wait(EXIT_BY_ITSELF_S)  # it stopped listening on its way out; the stop sees it gone
+            proc.wait(EXIT_BY_ITSELF_S)  # it stopped listening on its way out; the stop sees it gone
             return None
         return f"the engine died after ready (GET /health answered {status})" if status >= 500 else None
 

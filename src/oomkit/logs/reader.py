@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from oomkit.errors import InputError
 from oomkit.logs.line import MAX_LINE_CHARS, Record, parse_line
@@ -22,6 +22,7 @@ BLOCK_BYTES = 4 << 20
 SNIFF_BYTES = 8192
 LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ".gz", ""}
 GZIP_MAGIC = b"\x1f\x8b"
+Buffer = bytes | mmap.mmap
 
 
 @dataclass
@@ -172,7 +173,7 @@ def _mappable(name: str) -> bool:
         return False
 
 
-def _count_newlines(buf: mmap.mmap, start: int, end: int) -> int:
+def _count_newlines(buf: Buffer, start: int, end: int) -> int:
     """Newlines in buf[start:end], in bounded slices so a big gap never costs a big copy."""
     n = 0
     while start < end:
@@ -182,7 +183,7 @@ def _count_newlines(buf: mmap.mmap, start: int, end: int) -> int:
     return n
 
 
-RELEASE_BYTES = 16 << 20
+RELEASE_BYTES = 1 << 20
 
 
 def _release(buf: mmap.mmap, released: int, pos: int) -> int:
@@ -195,43 +196,91 @@ def _release(buf: mmap.mmap, released: int, pos: int) -> int:
     return upto
 
 
-def _scan_mapped(name: str, key: re.Pattern[bytes], stats: ReadStats) -> Iterator[Record]:
+class Gaps(Protocol):
+    """Lines between key matches that a caller still wants read. Called with whole lines of at most
+    GAP_WINDOW bytes that the key did not match; returns the offsets (in `data`, ascending) of the
+    line starts to read as records. It may count what it skips (triage counts stats lines)."""
+
+    def __call__(self, data: bytes) -> list[int]: ...
+
+    def merge(self, other: Gaps) -> None:
+        """Fold in what a copy of this object counted in a worker process."""
+
+
+SCAN_WINDOW = 1 << 20
+
+
+def _spans(buf: Buffer, key: re.Pattern[bytes], gaps: Gaps | None, release: bool) -> Iterator[tuple[int, int]]:
+    """(start, end) of each line to read, ascending: the lines the key matches and those `gaps`
+    asks for between them. The regex runs over windows of whole lines in C (no rule spans two
+    lines); Python sees only these lines. Scanned pages are released, so memory stays bounded."""
+    size, pos, released = len(buf), 0, 0
+    while pos < size:
+        stop = _window_end(buf, pos)
+        m = key.search(buf, pos, stop)
+        start = stop if m is None else max(buf.rfind(b"\n", pos, m.start()) + 1, pos)
+        if gaps is not None and start > pos:
+            data = bytes(buf[pos:start])
+            for offset in gaps(data):
+                end = data.find(b"\n", offset)
+                yield pos + offset, pos + (len(data) if end < 0 else end)
+        if m is None:
+            pos = stop
+        else:
+            end = buf.find(b"\n", m.end())
+            end = size if end < 0 else end
+            yield start, end
+            pos = end + 1
+        if release:
+            released = _release(buf, released, pos)  # type: ignore[arg-type]
+
+
+def _window_end(buf: Buffer, pos: int) -> int:
+    """The end of the whole lines within SCAN_WINDOW bytes of pos (a longer line: that line)."""
+    if len(buf) - pos <= SCAN_WINDOW:
+        return len(buf)
+    cut = buf.rfind(b"\n", pos, pos + SCAN_WINDOW) + 1
+    if cut > pos:
+        return cut
+    newline = buf.find(b"\n", pos + SCAN_WINDOW)
+    return len(buf) if newline < 0 else newline + 1
+
+
+def _numbered(
+    buf: Buffer, spans: Iterable[tuple[int, int]], name: str, stats: ReadStats, first_line: int = 0
+) -> Iterator[Record]:
+    """Records of the spans, numbered by counting newlines in C between them. Adds the buffer's
+    line count to `stats` once the spans are exhausted."""
+    lineno, cursor, size = first_line, 0, len(buf)
+    for start, end in spans:
+        lineno += _count_newlines(buf, cursor, start) + 1
+        cursor = end + 1
+        if end - start > MAX_LINE_CHARS:
+            stats.truncated_lines += 1
+        yield parse_line(decode(bytes(buf[start : min(end, start + MAX_LINE_CHARS)]), stats), name, lineno)
+    tail = 1 if cursor < size and buf[size - 1 : size] != b"\n" else 0
+    stats.lines += lineno - first_line + _count_newlines(buf, cursor, size) + tail
+
+
+def _scan_mapped(name: str, key: re.Pattern[bytes], stats: ReadStats, gaps: Gaps | None) -> Iterator[Record]:
     """A plain file, memory-mapped: the key runs over the whole file with no copies."""
     with open(name, "rb") as fh:
         sniff(name, fh.read(SNIFF_BYTES))
         buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     stats.files.append(name)
-    size = len(buf)
-    stats.bytes += size
-    pos = lineno = released = 0
+    stats.bytes += len(buf)
     try:
-        while pos < size:
-            released = _release(buf, released, pos)
-            m = key.search(buf, pos)
-            if m is None:
-                break
-            start = buf.rfind(b"\n", pos, m.start()) + 1
-            start = max(start, pos)
-            end = buf.find(b"\n", m.end())
-            end = size if end < 0 else end
-            lineno += _count_newlines(buf, pos, start) + 1
-            if end - start > MAX_LINE_CHARS:
-                stats.truncated_lines += 1
-            pos = end + 1
-            yield parse_line(decode(buf[start : min(end, start + MAX_LINE_CHARS)], stats), name, lineno)
-        lineno += _count_newlines(buf, pos, size) + (
-            0 if size == 0 or buf[size - 1 : size] == b"\n" or pos >= size else 1
-        )
-        stats.lines += lineno
+        yield from _numbered(buf, _spans(buf, key, gaps, release=True), name, stats)
     finally:
         buf.close()
 
 
-def _scan_one(name: str, key: re.Pattern[bytes] | None, stats: ReadStats) -> Iterator[Record]:
-    """Records of one source. With `key`, only lines where key matches are parsed: the regex runs
-    over the file (memory-mapped) or whole blocks in C, which keeps a 1 GB log near grep speed."""
+def _scan_one(name: str, key: re.Pattern[bytes] | None, stats: ReadStats, gaps: Gaps | None = None) -> Iterator[Record]:
+    """Records of one source. With `key`, only lines where key matches (and those `gaps` asks for)
+    are parsed: the regex runs over the file (memory-mapped) or whole blocks in C, which keeps a
+    1 GB log near grep speed."""
     if key is not None and _mappable(name):
-        yield from _scan_mapped(name, key, stats)
+        yield from _scan_mapped(name, key, stats, gaps)
         return
     src = _Source(name, stats)
     stats.files.append(name)
@@ -241,44 +290,54 @@ def _scan_one(name: str, key: re.Pattern[bytes] | None, stats: ReadStats) -> Ite
             if key is None:
                 for raw in block.split(b"\n")[:-1]:  # not splitlines(): "\r" is a tqdm refresh
                     lineno += 1
-                    rec = parse_line(decode(raw, stats), name, lineno)
-                    yield rec
+                    yield parse_line(decode(raw, stats), name, lineno)
                 continue
-            pos = 0
-            while True:  # search from the end of the last hit line: one call per candidate line
-                m = key.search(block, pos)
-                if m is None:
-                    break
-                start = block.rfind(b"\n", 0, m.start()) + 1
-                end = block.find(b"\n", m.end())
-                end = len(block) if end < 0 else end
-                lineno += block.count(b"\n", pos, start) + 1
-                pos = end + 1
-                yield parse_line(decode(block[start:end], stats), name, lineno)
-            lineno += block.count(b"\n", pos)
-        stats.lines += lineno
+            before = stats.lines
+            yield from _numbered(block, _spans(block, key, gaps, release=False), name, stats, lineno)
+            lineno += stats.lines - before
+        if key is None:
+            stats.lines += lineno
     finally:
         src.close()
 
 
 def iter_records(
-    paths: Iterable[str], key: re.Pattern[bytes] | None = None, stats: ReadStats | None = None
+    paths: Iterable[str],
+    key: re.Pattern[bytes] | None = None,
+    stats: ReadStats | None = None,
+    gaps: Gaps | None = None,
+    jobs: int = 1,
 ) -> Iterator[Record]:
     """All records (or, with `key`, the candidate lines) of the inputs; several files are merged in
     time order so one rank's error lands between the other ranks' lines around it. Lines without
-    a time (tracebacks, tqdm bars) sort with the last timed line of their file."""
+    a time (tracebacks, tqdm bars) sort with the last timed line of their file. With `key` and
+    `jobs` > 1, plain files of a large log are scanned by that many worker processes."""
     stats = stats if stats is not None else ReadStats()
     names = expand_inputs(paths)
     if len(names) == 1:
-        yield from _scan_one(names[0], key, stats)
+        yield from _scan_one(names[0], key, stats, gaps)
     else:
-        streams = [_timed(_scan_one(n, key, stats), i) for i, n in enumerate(names)]
-        for _, _, _, rec in heapq.merge(*streams):
+        for _, _, _, rec in heapq.merge(*_streams(names, key, stats, gaps, jobs)):
             yield rec
     if stats.lines == 0 and stats.bytes == 0:
         raise InputError(
             f"{', '.join(names)}: empty, no log lines to analyse", "check that the server's output was captured"
         )
+
+
+def _streams(
+    names: list[str], key: re.Pattern[bytes] | None, stats: ReadStats, gaps: Gaps | None, jobs: int
+) -> list[Iterator[tuple[str, int, int, Record]]]:
+    from oomkit.logs import parallel
+
+    plain = [name for name in names if _mappable(name)]
+    if key is None or not parallel.worth_parallel(plain, jobs):
+        return [_timed(_scan_one(name, key, stats, gaps), i) for i, name in enumerate(names)]
+    located = {loc.name: loc for loc in parallel.locate_all(plain, key, gaps, jobs)}
+    return [
+        _timed(parallel.read_located(located[name], stats) if name in located else _scan_one(name, key, stats, gaps), i)
+        for i, name in enumerate(names)
+    ]
 
 
 def _timed(records: Iterator[Record], index: int) -> Iterator[tuple[str, int, int, Record]]:

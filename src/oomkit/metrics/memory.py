@@ -90,7 +90,7 @@ class DcgmProbe:
             text = (await self._http.get(self.url)).text
         except httpx.HTTPError:
             return None
-        out = {}
+        out: dict[str, int] = {}
         for family in text_string_to_metric_families(text):
             if family.name == "DCGM_FI_DEV_FB_USED":
                 for s in family.samples:
@@ -180,4 +180,5 @@ class MemorySampler:
         self._task = start_loop(self._loop)
 
     async def stop(self) -> None:
-        self._task = await stop_loop(self._task)
+        await stop_loop(self._task)
+        self._task = None

@@ -13,10 +13,9 @@ def start_loop(loop: Callable[[], Coroutine[Any, Any, None]]) -> asyncio.Task[No
 
 
 async def stop_loop(task: asyncio.Task[None] | None) -> None:
-    """Cancel the loop and wait for it; returns None so callers can write `self._task = await ...`."""
+    """Cancel the loop and wait for it; nothing to do for a loop that never started."""
     if task is None:
-        return None
+        return
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
-    return None

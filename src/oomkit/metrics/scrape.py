@@ -188,7 +188,8 @@ class Scraper:
         self._task = start_loop(self._loop)
 
     async def stop(self) -> None:
-        self._task = await stop_loop(self._task)
+        await stop_loop(self._task)
+        self._task = None
 
     def mark(self) -> int:
         return len(self.scrapes)

@@ -10,6 +10,9 @@ from oomkit.errors import UsageError
 from oomkit.plan import budget as bud
 from oomkit.plan import kv
 from oomkit.plan.catalog import Gpu, find_gpu, find_model
+from oomkit.plan.defaults import Context as DefaultsContext
+from oomkit.plan.defaults import Default, defaults
+from oomkit.plan.kv import Capacity, KvLayout
 from oomkit.plan.layouts import Layout, validate
 from oomkit.plan.model import ModelShape
 from oomkit.plan.quant import resolve_kv_dtype, scheme_from_cli
@@ -64,14 +67,15 @@ class Plan:
     settings: dict[str, Any]
     weights: Weights
     budget: bud.Budget
-    kv: kv.KvLayout
-    capacity: kv.Capacity
+    kv: KvLayout
+    capacity: Capacity
     fits_load: bool
     fits_target: bool | None
     target_blocks: int | None
     assumptions: dict[str, bud.Assumption]
     notes: tuple[str, ...]
     levers: tuple[dict[str, Any], ...] = ()
+    defaults: tuple[Default, ...] = ()
 
     def per_gpu_gib(self) -> dict[str, float]:
         b = self.budget
@@ -128,6 +132,7 @@ class Plan:
                 "per_stage_gib": [round(x / GIB, 2) for x in self.weights.per_stage_bytes],
                 "by_format_gib": {k: round(v / GIB, 2) for k, v in self.weights.by_format_bytes.items()},
             },
+            "defaults": [d.to_dict() for d in self.defaults],
             "levers": list(self.levers),
             "assumptions": [a.to_dict() for a in self.assumptions.values()],
             "notes": list(self.notes),
@@ -227,11 +232,40 @@ def plan(req: PlanRequest, model: ModelShape | None = None, with_levers: bool = 
     target_blocks, fits_target = _target(req, layout_kv, cap, layout.dcp, layout.dp, s, fits_load)
     notes.append(f"capacity: {cap_src}")
     p = Plan(req, m, gpu, layout, b, s, w, bg, layout_kv, cap, fits_load, fits_target, target_blocks, a, tuple(notes))
+    p = replace(p, defaults=_defaults(req, m, gpu, b, pf, s, state, layout_kv, block))
     if with_levers:
         from oomkit.plan.levers import levers
 
         p = replace(p, levers=tuple(levers(p)))
     return p
+
+
+def _defaults(
+    req: PlanRequest,
+    m: ModelShape,
+    gpu: Gpu,
+    b: Behaviour,
+    pf: Any,
+    s: dict[str, Any],
+    state: StateConfig,
+    layout_kv: KvLayout,
+    base_block: int,
+) -> tuple[Default, ...]:
+    ctx = DefaultsContext(
+        model=m,
+        platform=pf,
+        behaviour=b,
+        settings=s,
+        state=state,
+        kv=layout_kv,
+        requested_block=req.block_size,
+        base_block=base_block,
+        requested_ssm_dtype=req.mamba_ssm_cache_dtype,
+        requested_prefix=req.enable_prefix_caching,
+        requested_mnbt=req.max_num_batched_tokens,
+        on_cuda=gpu.platform == "cuda",
+    )
+    return defaults(ctx)
 
 
 def _with_mtp(m: ModelShape) -> ModelShape:

@@ -16,7 +16,7 @@ KV_ONLY = ("fp8 KV cache", "lower max_model_len", "DCP", "ReplaySSM")
 
 
 def levers(p: Plan) -> list[dict[str, Any]]:
-    out = [_fp8_kv(p), _shorter_context(p), _dcp(p), _gmu(p), _graphs(p), _replayssm(p), _more_gpus(p)]
+    out = [_fp8_kv(p), _shorter_context(p), _dcp(p), _gmu(p), _graphs(p), _ssm_bf16(p), _replayssm(p), _more_gpus(p)]
     if not p.fits_load:  # cannot load: levers that only reshape the KV pool cannot help
         out = [
             _no(x["lever"], x["flag"], "the model does not load on this layout; this lever only changes the KV pool")
@@ -126,6 +126,22 @@ def _graphs(p: Plan) -> dict[str, Any]:
         )
     out = _try(p, "fewer CUDA-graph sizes", "--enforce-eager (upper bound of the saving)", enforce_eager=True)
     out["why"] = f"graphs are estimated at {p.per_gpu_gib()['cudagraph_gib']} GiB per GPU"
+    return out
+
+
+def _ssm_bf16(p: Plan) -> dict[str, Any]:
+    flag = "--mamba-ssm-cache-dtype bfloat16"
+    if not p.model.linear:
+        return _no("bf16 state", flag, "the model has no linear-attention state")
+    if p.kv.state_bytes_per_sequence == 0 or (p.request.mamba_ssm_cache_dtype or "auto") in ("bfloat16", "float16"):
+        return _no("bf16 state", flag, "the state is already 16-bit")
+    if not any(d.name == "mamba_ssm_cache_dtype" and d.value == "float32" for d in p.defaults):
+        return _no("bf16 state", flag, "the state is not float32 here")
+    out = _try(p, "bf16 state", flag, mamba_ssm_cache_dtype="bfloat16")
+    out["why"] = (
+        "halves the recurrent state; cost: the state is carried in bfloat16 across every token of a long "
+        "context (check output quality on your longest prompts before relying on it)"
+    )
     return out
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from oomkit.plan.core import Plan
+from oomkit.plan.defaults import defaults_text
 
 ROWS = (
     ("capacity_gib", "device memory"),
@@ -54,6 +55,9 @@ def plan_text(p: Plan) -> str:
             f"(needs {p.target_blocks:,} blocks per engine, has {max(0, c.num_blocks - 1):,})"
         )
     lines.append("verdict: " + verdict(p))
+    if p.defaults:
+        lines += ["", "defaults these figures rest on (vLLM's choice here; pin each with its flag)"]
+        lines += defaults_text(p.defaults)
     if p.levers:
         lines += ["", "levers"]
         lines += ["  " + lever_text(x) for x in p.levers]

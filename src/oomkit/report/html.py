@@ -1,28 +1,36 @@
 """The self-contained HTML report: one file, inline CSS and SVG, no script, a Content-Security-Policy
-that forbids loading anything; every string from logs, servers and files is escaped."""
+that forbids loading anything; every string from logs, servers and files is escaped. It reads top
+down: the verdict and its reason, the evidence as quoted lines, the load levels with their charts,
+then the comparisons, the checklists and the environment."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from html import escape
 from typing import Any
 
-from oomkit.report.svg import bar_chart, line_chart
+from oomkit.decide.render import describe
+from oomkit.report import view
+from oomkit.report.svg import Chart, Mark, Series, bar_chart, line_chart
+from oomkit.units import GIB, fmt_count, fmt_ms, fmt_number, fmt_pct
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 STYLE = """body{font-family:sans-serif;margin:24px auto;max-width:1180px;color:#1f2328;line-height:1.4}
 h1{font-size:22px}h2{font-size:17px;border-bottom:1px solid #d0d7de;padding-bottom:4px;margin-top:28px}
 table{border-collapse:collapse;margin:8px 0;font-size:13px}td,th{border:1px solid #d0d7de;padding:3px 8px;
 text-align:left;vertical-align:top}th{background:#f6f8fa}.verdict{font-size:28px;font-weight:bold}
+.why{font-size:17px;margin:6px 0 12px}
 .box{border:2px solid #1f6feb;border-radius:6px;padding:12px 16px;background:#f6f8ff}
 .done{color:#1a7f37}.missing{color:#9a6700}.failed{color:#d1242f}.charts{display:flex;flex-wrap:wrap;gap:12px}
 code,pre{font-family:monospace;font-size:12px;background:#f6f8fa;padding:2px 4px;white-space:pre-wrap;
-word-break:break-all}.muted{color:#57606a}"""
+word-break:break-all}pre.quote{border-left:3px solid #d0d7de;margin:2px 0 8px;padding:4px 8px}
+.muted{color:#57606a}"""
 
 
 def e(value: Any) -> str:
-    if isinstance(value, (dict, list)):
-        value = json.dumps(value, default=str)
+    """Text for the page, escaped; a list or mapping in words, never as a JSON blob."""
+    if isinstance(value, (dict, list, tuple)):
+        value = describe(value)
     return escape("" if value is None else str(value))
 
 
@@ -34,63 +42,171 @@ def _table(head: list[str], rows: list[list[Any]], raw_cols: tuple[int, ...] = (
     return f"<table><tr>{h}</tr>{body}</table>"
 
 
-def _kind(source: str) -> str:
-    return "ladder" if "ladder.json" in source else "compare" if "compare.json" in source else "import"
+def _by_kind(levels: list[view.Level], key: str, scale: float = 1.0, suffix: str = "") -> list[Series]:
+    by: dict[str, list[view.Level]] = {}
+    for lv in levels:
+        if isinstance(lv.figures.get(key), (int, float)):
+            by.setdefault(lv.kind, []).append(lv)
+    return [
+        Series(
+            f"{suffix}{kind} (measured)",
+            [(lv.concurrency, float(lv.figures[key]) * scale) for lv in lvs],
+            frozenset(lv.concurrency for lv in lvs if not lv.ok),
+        )
+        for kind, lvs in by.items()
+    ]
 
 
-def _series(points: list[dict[str, Any]], key: str, scale: float = 1.0) -> list[tuple[str, list[tuple[float, float]]]]:
-    by: dict[str, list[tuple[float, float]]] = {}
-    for p in points:
-        v = p["figures"].get(key)
-        if v is not None:
-            by.setdefault(_kind(p["source"]), []).append((float(p["concurrency"]), float(v) * scale))
-    return [(k, v) for k, v in by.items()]
+def _x_marks(m: view.Marks) -> list[Mark]:
+    out = []
+    if m.first_bad is not None:
+        out.append(
+            Mark(
+                f"knee: {fmt_count(m.last_good)} holds, {fmt_count(m.first_bad)} fails (measured)",
+                m.last_good if m.last_good is not None else m.first_bad,
+                "knee",
+                to=m.first_bad,
+            )
+        )
+    if m.target is not None:
+        out.append(Mark(f"target {fmt_count(m.target)} (required)", m.target))
+    if m.with_reserve is not None:
+        reserve = fmt_pct(m.reserve_pct, fraction=False)
+        out.append(
+            Mark(f"target + {reserve} reserve = {fmt_count(m.with_reserve)} (required)", m.with_reserve, "reserve")
+        )
+    if m.vllm_estimate is not None:
+        out.append(
+            Mark(
+                f"vLLM's estimate at max_model_len: {fmt_count(m.vllm_estimate)} (planned)", m.vllm_estimate, "planned"
+            )
+        )
+    return out
 
 
-def _charts(d: dict[str, Any]) -> str:
-    pts = d["load_points"]
-    lat = [(f"TTFT p95 ({k})", s) for k, s in _series(pts, "ttft_ms_p95")] + [
-        (f"e2e p95 ({k})", s) for k, s in _series(pts, "latency_ms_p95")
-    ]
-    kv_time = [
-        (f"run {i + 1}", [(p["t_s"], p["kv_usage"]) for p in t["points"] if p["kv_usage"] is not None])
-        for i, t in enumerate(d["timelines"])
-    ]
-    pre_time = [
-        (f"run {i + 1}", [(p["t_s"], p["preemptions"]) for p in t["points"] if p["preemptions"] is not None])
-        for i, t in enumerate(d["timelines"])
-    ]
-    charts = [
-        line_chart("Peak memory vs concurrency", "concurrent dialogs", "bytes", _series(pts, "peak_memory_bytes")),
-        line_chart(
-            "KV cache usage vs concurrency", "concurrent dialogs", "max KV usage (0-1)", _series(pts, "max_kv_usage")
-        ),
-        line_chart("TTFT and latency vs concurrency", "concurrent dialogs", "ms (p95)", lat),
-        bar_chart("Prefix-cache hit rate per mode", "hit rate", [(h["mode"], h["hit_rate"]) for h in d["hit_rates"]]),
-        line_chart("KV cache usage over time", "seconds", "KV usage (0-1)", kv_time),
-        line_chart("Preemptions over time (cumulative)", "seconds", "preempted sequences", pre_time),
-    ]
-    legend = (
-        "<p class='muted'>" + e("; ".join(f"run {i + 1}: {t['run']}" for i, t in enumerate(d["timelines"]))) + "</p>"
+def _vs_concurrency(
+    title: str,
+    y_label: str,
+    series: list[Series],
+    marks: list[Mark],
+    y_fmt: Callable[[float], str],
+    y_max: float | None = None,
+) -> str:
+    """A chart against concurrency: whole dialogs on the x axis, from 0 to the last level or mark."""
+    return line_chart(
+        Chart(
+            title,
+            "concurrent dialogs",
+            y_label,
+            series,
+            marks,
+            x_integer=True,
+            x_from_zero=True,
+            y_max=y_max,
+            y_fmt=y_fmt,
+        )
     )
-    return "<div class='charts'>" + "".join(f"<div>{c}</div>" for c in charts) + "</div>" + legend
+
+
+def _concurrency_charts(levels: list[view.Level], m: view.Marks) -> list[str]:
+    marks = _x_marks(m)
+    slos = [Mark("TTFT p95 SLO (required)", v, "slo_ttft", "y") for v in [m.slo_ttft_ms] if v is not None]
+    slos += [Mark("e2e p95 SLO (required)", v, "slo_e2e", "y") for v in [m.slo_e2e_ms] if v is not None]
+    latency = _by_kind(levels, "ttft_ms_p95", suffix="TTFT p95, ") + _by_kind(
+        levels, "latency_ms_p95", suffix="e2e p95, "
+    )
+    return [
+        _vs_concurrency(
+            "Peak memory vs concurrency",
+            "peak memory",
+            _by_kind(levels, "peak_memory_bytes", 1 / GIB),
+            marks,
+            lambda v: f"{fmt_number(v)} GiB",
+        ),
+        _vs_concurrency(
+            "KV cache usage vs concurrency",
+            "max KV cache usage",
+            _by_kind(levels, "max_kv_usage", 100.0),
+            marks,
+            _percent,
+            100.0,
+        ),
+        _vs_concurrency("TTFT and latency vs concurrency", "p95", latency, marks + slos, fmt_ms),
+    ]
+
+
+def _percent(v: float) -> str:
+    return f"{fmt_number(v)}%"
+
+
+def _time_charts(d: dict[str, Any]) -> list[str]:
+    runs = list(enumerate(d["timelines"], 1))
+    kv = [
+        Series(
+            f"run {i} (measured)", [(p["t_s"], p["kv_usage"] * 100) for p in t["points"] if p["kv_usage"] is not None]
+        )
+        for i, t in runs
+    ]
+    pre = [
+        Series(
+            f"run {i} (measured)", [(p["t_s"], p["preemptions"]) for p in t["points"] if p["preemptions"] is not None]
+        )
+        for i, t in runs
+    ]
+    return [
+        line_chart(Chart("KV cache usage over time", "seconds", "KV cache usage", kv, y_max=100.0, y_fmt=_percent)),
+        line_chart(Chart("Preemptions over time (cumulative)", "seconds", "preempted sequences", pre, y_integer=True)),
+    ]
+
+
+def _levels(d: dict[str, Any]) -> str:
+    levels = view.levels(d)
+    m = view.marks(d, levels)
+    charts = _concurrency_charts(levels, m) + [
+        bar_chart("Prefix-cache hit rate per mode", "hit rate", [(h["mode"], h["hit_rate"]) for h in d["hit_rates"]])
+    ]
+    charts += _time_charts(d)
+    marks = "".join(f"<li>{e(line)}</li>" for line in view.mark_lines(m))
+    runs = "; ".join(f"run {i}: {t['run']}" for i, t in enumerate(d["timelines"], 1))
+    return (
+        (f"<ul>{marks}</ul>" if marks else "")
+        + "<p class='muted'>Solid lines and dots are measured (a hollow dot: that level fails); dashed lines are "
+        "required by the team's numbers, dotted ones planned by vLLM; the shaded band is the knee.</p>"
+        + "<div class='charts'>"
+        + "".join(f"<div>{c}</div>" for c in charts)
+        + "</div>"
+        + (f"<p class='muted'>{e(runs)}</p>" if runs else "")
+        + (_table(view.LEVEL_HEAD, view.level_rows(levels)) if levels else "<p class='muted'>no load measured</p>")
+    )
 
 
 def _verdict(dec: dict[str, Any] | None) -> str:
     if not dec:
         return (
-            "<div class='box'><div class='verdict'>no decision yet</div><p>These are measurements only. Run "
-            "<code>oomkit decide RUN --requirements R.yaml</code> for the verdict.</p></div>"
+            "<div class='box'><div class='verdict' id='verdict'>no decision yet</div><p class='why'>These are "
+            "measurements only. Run <code>oomkit decide RUN --requirements R.yaml</code> for the verdict.</p></div>"
         )
-    nums = _table(["number", "value"], [[k, v] for k, v in dec["numbers"].items()])
+    nums = _table(["number", "value"], [list(r) for r in view.decision_numbers(dec)])
     recs = "".join(f"<li>{e(r)}</li>" for r in dec["recommendations"])
-    ev = "".join(f"<li><code>{e(x)}</code></li>" for x in dec["evidence"][:8])
     return (
         f"<div class='box'><div class='verdict' id='verdict'>verdict: {e(dec['verdict'])}</div>"
-        f"<p><b>rule</b> <code>{e(dec['rule']['id'])}</code>: {e(dec['rule']['text'])}</p>"
-        f"<p>{e(dec['summary'])}</p><p><b>team profile</b>: {e(dec['team']['name'])} ({e(dec['team']['asks'])})</p>"
-        f"{nums}<p><b>next</b></p><ul>{recs}</ul><p><b>evidence</b></p><ul>{ev}</ul></div>"
+        f"<p class='why'>{e(dec['summary'])}</p><p><b>next</b></p><ul>{recs}</ul>{nums}"
+        f"<p class='muted'>rule <code>{e(dec['rule']['id'])}</code>: {e(dec['rule']['text'])}. "
+        f"Team profile: {e(dec['team']['name'])} ({e(dec['team']['asks'])}).</p></div>"
     )
+
+
+def _evidence(dec: dict[str, Any] | None) -> str:
+    if not dec:
+        return ""
+    items = []
+    for ev in view.evidence(dec):
+        where = f"<code>{e(ev.where)}</code>" if ev.where else ""
+        if ev.quoted:
+            items.append(f"<li>{where}<pre class='quote'>{e(ev.text)}</pre></li>")
+        else:
+            items.append(f"<li>{where}{': ' if where else ''}{e(ev.text)}</li>")
+    return "<h2>Evidence</h2><ul>" + ("".join(items) or "<li>none recorded</li>") + "</ul>"
 
 
 def _status_rows(items: list[dict[str, Any]]) -> str:
@@ -109,35 +225,22 @@ def _status_rows(items: list[dict[str, Any]]) -> str:
 def _modes(d: dict[str, Any]) -> str:
     if not d["modes"]:
         return "<p class='muted'>no comparison among these runs</p>"
-    metrics = sorted({m for row in d["modes"] for m in row["verdicts"]})
-    rows = [
-        [
-            r["mode"],
-            f"{r['factor']} = {r['value']}" if r["factor"] else "baseline",
-            r["cells"],
-            *[r["verdicts"].get(m, "") for m in metrics],
-        ]
-        for r in d["modes"]
-    ]
+    _, titles = view.mode_head(d)
     notes = "".join(f"<li>{e(r['mode'])}: {e(n)}</li>" for r in d["modes"] for n in r["notes"])
-    return _table(["mode", "change", "cells", *metrics], rows) + (f"<ul>{notes}</ul>" if notes else "")
+    return (
+        "<p class='muted'>Medians of each mode's cells; the verdict in brackets is against the baseline.</p>"
+        + _table(["mode", "change", "cells", *titles], view.mode_rows(d))
+        + (f"<ul>{notes}</ul>" if notes else "")
+        + _table(["mode", "prefix-cache hit rate", "range over the cells"], view.hit_rate_rows(d))
+    )
 
 
 def _environment(env: dict[str, Any]) -> str:
-    rows = [
-        ["vLLM", env["vllm"]],
-        ["torch", env["torch"]],
-        ["build", env["build"]],
-        ["driver", env["driver"]],
-        ["GPUs", ", ".join(env["gpus"]) or env["gpu_note"]],
-        ["CPU", f"{env['cpu']} ({env['cpus']} CPUs)"],
-        ["RAM", f"{env['ram_gib']} GiB"],
-        ["profile", env["profile_file"]],
-        ["ready after", f"{env['ready_s']} s"],
-        ["KV figures", env["figures"]],
-    ]
     cmd = " ".join(env["command"])
-    return _table(["fact", "value"], rows) + f"<p><b>launch command</b></p><pre>{e(cmd) or 'not recorded'}</pre>"
+    return (
+        _table(["fact", "value"], [list(r) for r in view.environment_rows(env)])
+        + f"<p><b>launch command</b></p><pre class='quote'>{e(cmd) or 'not recorded'}</pre>"
+    )
 
 
 def render_html(d: dict[str, Any], now: str) -> str:
@@ -148,11 +251,12 @@ def render_html(d: dict[str, Any], now: str) -> str:
         f"<!DOCTYPE html><html lang='en'><head><meta http-equiv='Content-Security-Policy' content=\"{CSP}\">",
         "<meta charset='utf-8'>",
         f"<title>{e(title)}</title><style>{STYLE}</style></head><body>",
-        f"<h1>{e(title)}</h1><p class='muted'>from {e(d['source'])}, generated {e(now)}, request set "
-        f"{e(d['request_set_id'])}</p>",
+        f"<h1>{e(title)}</h1>",
         _verdict(dec),
-        "<h2>Charts</h2>",
-        _charts(d),
+        f"<p class='muted'>from {e(d['source'])}, generated {e(now)}, request set {e(d['request_set_id'] or 'none')}</p>",
+        _evidence(dec),
+        "<h2>Load levels</h2>",
+        _levels(d),
         "<h2>Comparisons (one factor at a time)</h2>",
         _modes(d),
     ]

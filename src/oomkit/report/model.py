@@ -13,6 +13,7 @@ from oomkit.decide.facts import Facts
 from oomkit.decide.requirements import parse_requirements
 from oomkit.errors import InputError
 from oomkit.fsio import read_jsonl
+from oomkit.units import GIB
 
 SCHEMA = "oomkit.report/1"
 KV_NAMES = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
@@ -61,12 +62,12 @@ def _environment(facts: Facts) -> dict[str, Any]:
         "build": sw.get("cuda_flavour"),
         "driver": drv.get("driver_version"),
         "gpus": [
-            f"{g.get('name')} ({(g.get('memory_total_bytes') or 0) / 2**30:.0f} GiB)" for g in snap.get("gpus") or []
+            f"{g.get('name')} ({(g.get('memory_total_bytes') or 0) / GIB:.0f} GiB)" for g in snap.get("gpus") or []
         ],
         "gpu_note": snap.get("gpu_note"),
         "cpu": host.get("cpu_model"),
         "cpus": host.get("cpu_count"),
-        "ram_gib": round((host.get("ram_total_bytes") or 0) / 2**30, 1) or None,
+        "ram_gib": round((host.get("ram_total_bytes") or 0) / GIB, 1) or None,
         "command": launch.get("command") or [],
         "profile_file": launch.get("profile_file"),
         "ready_s": launch.get("ready_s"),

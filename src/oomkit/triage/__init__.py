@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 
 from oomkit import __version__
@@ -9,6 +10,7 @@ from oomkit.logs import ReadStats, Record, iter_records
 from oomkit.triage.engine import Triage as _Engine
 from oomkit.triage.fast import scan_key
 from oomkit.triage.model import Evidence, Facts, TimelineEntry, TriageResult, Verdict
+from oomkit.triage.prefilter import PeriodicLines
 from oomkit.triage.verdict import decide
 
 __all__ = ["Evidence", "Facts", "TimelineEntry", "Triage", "TriageResult", "Verdict", "analyse"]
@@ -54,8 +56,10 @@ def analyse(paths: Iterable[str]) -> TriageResult:
     """Triage log files, folders (ranks merged in time order), .gz files or "-" (stdin)."""
     paths = list(paths)
     t = Triage(paths)
-    for rec in iter_records(paths, key=scan_key(), stats=t.read):
+    periodic = PeriodicLines()
+    for rec in iter_records(paths, key=scan_key(), stats=t.read, gaps=periodic, jobs=os.cpu_count() or 1):
         t.feed(rec, prefiltered=True)
+    t.facts.stats.add_bulk(periodic.skipped_stats, periodic.peaks)
     return t.result()
 
 

@@ -10,6 +10,7 @@ from oomkit.logs import Record
 from oomkit.triage.facts import FactCollector
 from oomkit.triage.knowledge_rules import source_frames_phase, template_failure
 from oomkit.triage.model import Evidence, TimelineEntry
+from oomkit.triage.prefilter import LIVE_KEY
 from oomkit.triage.rules import (
     BENIGN_SOURCES,
     CUT_TRACEBACK,
@@ -18,7 +19,6 @@ from oomkit.triage.rules import (
     FAILURES,
     FRAME,
     FRAME_PHASES,
-    KEY,
     MARKER_GATE,
     MARKERS,
     PREFILL_FRAME,
@@ -33,6 +33,12 @@ from oomkit.triage.rules import (
 )
 
 MAX_FRAMES = 80
+WORKER_METHOD = re.compile(r"while processing method (?P<m>\w+)|Error executing method '?(?P<m2>\w+)'?")
+# The last start-up lines before the API server: every memory step (weights, profile, KV cache,
+# graphs) is behind the engine once one of them is printed.
+ENGINE_WARM = re.compile(
+    r"^(?:Graph capturing finished in|init engine \(profile, create kv cache, warmup model\) took)"
+)
 # Stats lines are the most frequent marker line; no other marker matches them, so trying them first
 # changes no result.
 MARKER_ORDER = sorted(MARKERS, key=lambda m: m.id != "R-SERVE")
@@ -69,6 +75,8 @@ class State:
     open_traceback: tuple[Evidence, int | None] | None = None  # a header with no exception line yet
     serving_message: bool = False  # a line only the model-execution path prints was seen
     frames_only: tuple[Evidence, int | None] | None = None  # the first frame of a log cut before its header
+    methods: dict[int | None, str] = field(default_factory=dict)  # the worker method a wrapper names
+    engine_warm: Evidence | None = None  # graph capture finished / engine initialised: start-up's memory steps done
 
 
 class Triage:
@@ -83,7 +91,7 @@ class Triage:
     def feed(self, rec: Record, prefiltered: bool = False) -> list[TimelineEntry]:
         """`prefiltered`: the caller already kept only lines the key matches (the block scan)."""
         self.records += 1
-        if not prefiltered and not KEY.search(rec.raw):
+        if not prefiltered and not LIVE_KEY.search(rec.raw):
             return []
         if self.facts.feed_stats(rec):  # the most frequent candidate: nothing but a serving sample
             return self._marker(rec)
@@ -104,6 +112,9 @@ class Triage:
         marker = next((m for m in MARKER_ORDER if m.pattern.search(rec.msg)), None)
         if marker is None:
             return []
+        self._drop_stalls()  # the log went on: a wait before this line ended
+        if ENGINE_WARM.search(rec.msg):
+            st.engine_warm = Evidence(rec.file, rec.line, rec.text)
         st.open_traceback = None  # the log went on: whatever ended that traceback was not cut off
         if marker.id in RESTART_MARKERS and (st.ready or st.shutdown is not None):
             self.state = st = State()  # a new start in the same log: judge the last one
@@ -124,6 +135,14 @@ class Triage:
         st.timeline.append(entry)
         return [entry]
 
+    def _drop_stalls(self) -> None:
+        """A wait the log got past (a placement group created in the end, a stats line after a worker
+        hang warning) is no failure."""
+        st = self.state
+        for rule_id in [rid for rid, hit in st.hits.items() if hit.rule.cls == "stall"]:
+            del st.hits[rule_id]
+            st.order.remove(rule_id)
+
     def _slow_step(self, rec: Record) -> None:
         m = SLOW_STEP.search(rec.msg)
         if m and float(m.group("s")) > READY_TIMEOUT_S and not self.state.ready:
@@ -131,6 +150,9 @@ class Triage:
 
     # -- traceback frames -----------------------------------------------------------------
     def _frame(self, rec: Record) -> None:
+        method = WORKER_METHOD.search(rec.msg)
+        if method:  # V0's wrappers name the method the worker ran: the outermost frame of its traceback
+            self.state.methods[rec.pid] = f"worker::{method.group('m') or method.group('m2')}"
         frames = self.state.frames
         if "Traceback (most recent call last)" in rec.msg:
             frames[rec.pid] = []
@@ -147,6 +169,10 @@ class Triage:
 
     def _frames_phase(self, pid: int | None) -> str | None:
         stack = self.state.frames.get(pid) or self.state.frames.get(None) or []
+        method = self.state.methods.get(pid) or self.state.methods.get(None)
+        stack = [method, *stack] if method else stack
+        if len(stack) >= 2 and all(frame.endswith("::<module>") for frame in stack[-2:]):
+            return "environment"  # raised while importing: the installation, not a start-up step
         startup = [p for f in stack for pat, p in FRAME_PHASES if pat.search(f.rsplit("::", 1)[-1]) or pat.search(f)]
         if startup:
             # Distributed set-up that fails inside vllm/distributed (NCCL, custom all-reduce) is the

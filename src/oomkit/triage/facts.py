@@ -243,7 +243,7 @@ STATS_NAMES = {
     "Swapped": "swapped",
     "Preemptions": "preemptions",
     "GPU KV cache usage": "kv_usage_pct",
-    "CPU KV cache usage": "kv_usage_pct",
+    "CPU KV cache usage": "kv_usage_pct",  # the CPU backend's device; V0 on GPU prints both (GPU wins)
     "KV cache usage": "kv_usage_pct",
     "Prefix cache hit rate": "prefix_hit_pct",
 }
@@ -417,8 +417,9 @@ class FactCollector:
             self._set("oom_total_gib", _gib(tot, tu), rec, "last")
         if free:
             self._set("oom_free_gib", _gib(free, fu), rec, "last")
-        if g.get("gpu") or g.get("gpu2"):
-            self._set("oom_gpu", int(g.get("gpu") or g.get("gpu2")), rec, "last")
+        gpu = g.get("gpu") or g.get("gpu2")
+        if gpu:
+            self._set("oom_gpu", int(gpu), rec, "last")
         a = OOM_ALLOCATED.search(msg)
         if a:
             self._set("oom_pytorch_allocated_gib", _gib(a.group("alloc"), a.group("u")), rec, "last")
@@ -433,15 +434,16 @@ class FactCollector:
         rest = m.group("rest") or m.group("v0") or ""
         sample: dict[str, float] = {}
         for f in STATS_FIELD.finditer(rest):
-            name = STATS_NAMES.get(f.group("k").strip())
-            if name:
+            key = f.group("k").strip()
+            name = STATS_NAMES.get(key)
+            if name and not (key == "CPU KV cache usage" and name in sample):  # V0: GPU usage, then swap space
                 sample[name] = float(f.group("v"))
         if sample:
             self.stats.add(sample, Evidence(rec.file, rec.line, rec.text))
         return True
 
 
-FULL_KV_PCT = 90.0
+FULL_KV_PCT = 95.0  # issue 13: KV usage >= 95% with requests waiting is cache pressure
 SATURATED_KV_PCT = 99.0
 
 
@@ -476,6 +478,15 @@ class StatsAggregate:
         self.last = sample
         self.recent.append((sample, ev))
         del self.recent[: -self.RECENT]
+
+    def add_bulk(self, count: int, peaks: dict[str, float]) -> None:
+        """Stats lines the reader counted without reading one by one (the prefilter reads every one
+        that can be full or preempting, so these only add samples and may raise a peak)."""
+        self.samples += count
+        for name, peak in peaks.items():
+            if peak > self.max.get(name, float("-inf")):
+                self.max[name] = peak
+                self.max_evidence.pop(name, None)  # the peak's line was counted, not read
 
     def summary(self) -> dict[str, Any]:
         if not self.samples:

@@ -55,7 +55,8 @@ class Marker:
 class Failure:
     id: str
     pattern: re.Pattern[str]
-    cls: str  # oom, oom_host, kv, budget, network, environment, timeout, crash, config, pressure, request, wrapper, exception
+    cls: str  # oom, oom_host, kv, budget, network, environment, timeout, stall, crash, config, pressure, request, wrapper, exception
+    # (stall: a wait that counts only while nothing later shows progress: a marker or a stats line)
     phase: str | None  # fixed verdict phase, or None: from frames and markers
     is_oom: bool
     rank: int  # the strongest failure found is the verdict's cause
@@ -355,7 +356,7 @@ FAILURES: tuple[Failure, ...] = (
     Failure(
         "E-KILLED",
         _re(
-            r"exit code:? 137|exit code: -9\b|Failed core proc\(s\): \{[^}]*: -9[,}]|\(SIGKILL\)|OOMKilled|Out of memory: Killed process|oom-kill|oom_reaper|^Killed$"
+            r"exit code:? 137|exit code: -9\b|Failed core proc\(s\): \{[^}]*: -9[,}]|\(SIGKILL\)|OOMKilled|Out of memory: Killed process|oom-kill|oom_reaper|^Killed$|running low on memory|ray-oom-prevention|exceeds the memory usage threshold"
         ),
         "oom_host",
         _OOM_CTX,
@@ -380,7 +381,7 @@ FAILURES: tuple[Failure, ...] = (
     Failure(
         "E-NCCL",
         _re(
-            r"NCCL error|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclRemoteError|ncclInvalidUsage|NCCL WARN|DistBackendError|DistNetworkError|Watchdog caught collective operation timeout|Gloo connectFullMesh failed|mlx5dv_reg_dmabuf_mr|ibv_(?:reg_mr|create_qp|modify_qp)|Failed to load NCCL library|The client socket has (?:failed to connect|timed out)|TCPStore.*(?:timed out|refused)"
+            r"NCCL error|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclRemoteError|ncclInvalidUsage|NCCL WARN|DistBackendError|DistNetworkError|Watchdog caught collective operation timeout|Gloo connectFullMesh failed|mlx5dv_reg_dmabuf_mr|ibv_(?:reg_mr|create_qp|modify_qp)|Failed to load NCCL library|The client socket has (?:failed to connect|timed out)|TCPStore.*(?:timed out|refused)|DistStoreError|Timed out waiting \d+ms for (?:send|recv) operation|Connection closed by peer \[\d"
         ),
         "network",
         "network_communication",
@@ -394,7 +395,7 @@ FAILURES: tuple[Failure, ...] = (
     Failure(
         "E-ENV",
         _re(
-            r"cudaGetDeviceCount|Error 80[0-9]\b|forward compatibility was attempted|system not yet initialized|CUDA driver version is insufficient|NVIDIA driver on your system is too old|no kernel image is available for execution|No CUDA GPUs are available|Failed to infer device type|libcuda\.so|undefined symbol|GLIBC_\d|Failed to initialize NVML|NVML Shared Library Not Found|Driver/library version mismatch|[Ff]abric ?[Mm]anager|No package metadata was found for vllm|[Aa]ddress already in use|requires (?:a GPU with )?compute capability|not supported on (?:this|your) (?:GPU|device|platform)|ModuleNotFoundError: No module named|ImportError: "
+            r"cudaGetDeviceCount|Error 80[0-9]\b|forward compatibility was attempted|system not yet initialized|CUDA driver version is insufficient|NVIDIA driver on your system is too old|no kernel image is available for execution|No CUDA GPUs are available|Failed to infer device type|libcuda\.so|undefined symbol|GLIBC_\d|Failed to initialize NVML|NVML Shared Library Not Found|Driver/library version mismatch|[Ff]abric ?[Mm]anager|No package metadata was found for vllm|[Aa]ddress already in use|requires (?:a GPU with )?compute capability|not supported on (?:this|your) (?:GPU|device|platform)|ModuleNotFoundError: No module named|ImportError: |compute capability (?:below|of at least|>=)|only supports? (?:Ampere|Hopper)|HIP error: invalid device function|'_OpNamespace' '_C' object has no attribute|Torch not compiled with CUDA enabled|Too large swap space"
         ),
         "environment",
         "environment",
@@ -419,14 +420,51 @@ FAILURES: tuple[Failure, ...] = (
     ),
     Failure(
         "E-RPCTIMEOUT",
-        _re(r"RPC call to \w+ timed out"),
+        _re(
+            r"RPC call to \w+ timed out|TimeoutError: Server didn't reply within|RayChannelTimeoutError|^TimeoutError$"
+        ),
         "timeout",
-        None,
+        "timeout",
         False,
         64,
-        "a worker stopped answering (hang): an RPC to it timed out",
+        "a worker stopped answering (hang): a call to it timed out; a hang, at start-up or while serving, not memory",
         "TimeoutError: RPC call to execute_model timed out.",
         f"{V} §3 E-RPCTIMEOUT",
+    ),
+    Failure(
+        "E-ITERTIMEOUT",
+        _re(r"Engine iteration timed out|Engine loop has died"),
+        "timeout",
+        "timeout",
+        False,
+        64,
+        "an engine step hung past ENGINE_ITERATION_TIMEOUT_S while serving: a stall, not memory",
+        "RuntimeError: Engine iteration timed out. This should never happen!",
+        "vllm/engine/async_llm_engine.py (V0): run_engine_loop raises it when a step exceeds ENGINE_ITERATION_TIMEOUT_S",
+    ),
+    Failure(
+        "E-PLACEMENT",
+        _re(r"Waiting for creating a placement group of specs for \d+ seconds"),
+        "stall",
+        "network_communication",
+        False,
+        50,
+        "Ray cannot place the workers: the cluster lacks the GPUs asked for, or its nodes do not see each other",
+        "Waiting for creating a placement group of specs for 70 seconds. specs=[{'GPU': 1.0}, {'GPU': 1.0}].",
+        "vllm/executor/ray_utils.py (_wait_until_pg_ready): logs this every wait while the group is pending",
+    ),
+    Failure(
+        "E-CORE-WAIT",
+        _re(
+            r"Waiting for \d+ local, \d+ remote core engine proc\(s\) to start|No available shared memory broadcast block found in \d+ seconds?"
+        ),
+        "stall",
+        "timeout",
+        False,
+        50,
+        "the engine stopped making progress: the API server waits for the engine core, or the engine core waits for a worker",
+        "No available shared memory broadcast block found in 60 seconds. This typically happens when some processes are hanging.",
+        "vllm/v1/engine/utils.py (wait_for_engine_startup); vllm/distributed/device_communicators/shm_broadcast.py (acquire_write/read)",
     ),
     Failure(
         "E-CAPTURE",
@@ -479,6 +517,19 @@ FAILURES: tuple[Failure, ...] = (
         f"{V} §3 E-COMPILE",
     ),
     Failure(
+        "E-WEIGHTFILES",
+        _re(
+            r"Cannot find any model weights|SafetensorError|Error while deserializing header|No such file or directory: '[^']*\.safetensors'|ValueError: No supported weights? (?:files? )?found"
+        ),
+        "config",
+        "weight_loading",
+        False,
+        56,
+        "the weight files are missing, of another format than asked for, or corrupt",
+        "RuntimeError: Cannot find any model weights with `/models/vicuna-13b`",
+        "vllm/model_executor/model_loader/default_loader.py (_prepare_weights); safetensors' deserialising errors",
+    ),
+    Failure(
         "E-CONFIG",
         _re(
             r"User-specified max_model_len \(\d+\) is greater than the derived|prefix_cache_retention_interval .*(?:is set but|must be)|--mamba-block-size can only be set|tool choice requires --enable-auto-tool-choice|--enable-auto-tool-choice requires tool_parser|unrecognized arguments:|error: argument |pydantic_core\._pydantic_core\.ValidationError|ValidationError: \d+ validation error"
@@ -494,7 +545,9 @@ FAILURES: tuple[Failure, ...] = (
     # --- serving signals (not fatal by themselves)
     Failure(
         "E-PREEMPT",
-        _re(r"is preempted (?:by|in) PreemptionMode|exceeds the capacity of block_manager|not enough KV cache space"),
+        _re(
+            r"is preempted (?:by|in) PreemptionMode|exceeds the capacity of block_manager|not enough KV cache space|Preempted request \S+ has been resumed"
+        ),
         "pressure",
         "cache_pressure",
         False,
@@ -613,100 +666,6 @@ SERVING_FRAME = _re(
 SERVING_MESSAGE = _re(r"Error in model execution|Writing input of failed execution|Dumping input data for V1")
 PREFILL_FRAME = _re(r"prompt_logprobs|_prepare_prompt|_get_prompt_logprob|prefill")
 DECODE_FRAME = _re(r"_prepare_decode|swap_out|_preempt_by_swap|decode")
-
-# The prefilter: literal keys, one of which is in every line any rule above can match. Applied to
-# the raw line, so the fast scan (regex over whole blocks) and the live follow agree.
-KEYWORDS: tuple[str, ...] = (
-    "rror",
-    "RROR",
-    "emory",
-    "KV cache",
-    "ngine",
-    "oading",
-    "load model",
-    "load_",
-    "weights format",
-    "raph",
-    "tart",
-    "ersion",
-    "args",
-    "imeout",
-    "imed out",
-    "Killed",
-    "killed",
-    "KILL",
-    "OOMKill",
-    "oom-kill",
-    "oom_reaper",
-    "xit code",
-    "died",
-    "reempt",
-    "swap",
-    "NCCL",
-    "nccl",
-    "Gloo",
-    "gloo",
-    "orld",
-    "ompil",
-    "blocks",
-    "oncurrency",
-    "model len",
-    "max_model_len",
-    "ength",
-    "block size",
-    'File "',
-    "Traceback",
-    "xception",
-    "hut",
-    "fault",
-    "dumped",
-    "Resolved architecture",
-    "platform",
-    "ibv_",
-    "mlx5",
-    "TCPStore",
-    "socket",
-    "GLIBC",
-    "NVML",
-    "abric",
-    "Dynamo",
-    "torch.compile",
-    "Overriding",
-    "Auto-fit",
-    "padding layers",
-    "group sizes",
-    "Capturing",
-    "Application",
-    "Added request",
-    "Received request",
-    "throughput",
-    "Aborted",
-    "assert",
-    "misaligned",
-    "CUBLAS",
-    "symbol",
-    "libcuda",
-    "Address already",
-    "ddress already in use",
-    "compute capability",
-    "not supported",
-    "Terminated",
-    "SIGTERM",
-    "signal",
-    "exit",
-    "took",
-    "takes",
-    "tokens",
-    "allocate",
-    "VLLM",
-    "prefix_cache",
-    "tool",
-    "argument",
-    "alidation",
-)
-KEY_PATTERN = "|".join(re.escape(k) for k in KEYWORDS)
-KEY = re.compile(KEY_PATTERN)
-KEY_BYTES = re.compile(KEY_PATTERN.encode())
 
 
 def gate(patterns: list[re.Pattern[str]]) -> re.Pattern[str]:

@@ -45,8 +45,8 @@ def _from_hit(t: Triage, hit: Hit, hits: list[Hit]) -> Verdict:
     rule = hit.rule
     phase, confidence, reason = rule.phase, "high", f"explicit {rule.id} line"
     decided: DecidedBy = "template"
-    if phase is None and rule.cls == "timeout":  # an RPC timeout: a startup stall or a serving hang
-        phase, decided = ("not_oom_other" if hit.after_ready else "timeout"), "marker"
+    if rule.cls == "stall":  # nothing failed yet: the log ends while it waits
+        confidence, reason = "medium", f"the log ends in the wait {rule.id} names, with no later start-up line"
     if phase is None:
         phase, confidence, reason = _context_phase(hit, t.facts.figures)
         decided = decided_by(hit)
@@ -154,9 +154,11 @@ def _crash(t: Triage, wrappers: list[Hit], hits: list[Hit]) -> Verdict:
     first = wrappers[0]
     shown = wrappers[:3]
     if exc is None and first.context_phase == "serving":
+        # Most crashes while serving are not memory (bugs, bad requests, kernels): without the
+        # exception line, not_oom_other is the likelier answer, and the confidence says it is a guess.
         phase, _, why = _context_phase(first)
         return _verdict(
-            phase,
+            "not_oom_other",
             False,
             "low",
             f"the exception line is not in the log; {why}",
@@ -209,6 +211,22 @@ def _crash(t: Triage, wrappers: list[Hit], hits: list[Hit]) -> Verdict:
             shown,
             t,
         )
+    placed = _startup_context(wrappers) if exc is not None else None
+    if placed is not None and exc is not None:
+        phase, hit = placed
+        return _verdict(
+            phase,
+            False,
+            "medium" if hit.context_source == "frames" else "low",
+            f"a non-memory exception during start-up, placed by its {'frames' if hit.context_source == 'frames' else 'last marker'}",
+            f"start-up failed during {phase.replace('_', ' ')} with an error that is not a memory error: "
+            f"{redact(exc.text.split('] ')[-1])[:200]}",
+            first.rule.id,
+            shown,
+            t,
+            extra=[exc],
+            decided_by=decided_by(hit),
+        )
     summary = "the engine died with an error that is not a memory error"
     # Redacted before the cut, which could otherwise end inside a secret and keep an unmaskable prefix.
     summary += f": {redact(exc.text.split('] ')[-1])[:200]}" if exc else " (the exception itself is not in the log)"
@@ -224,6 +242,20 @@ def _crash(t: Triage, wrappers: list[Hit], hits: list[Hit]) -> Verdict:
         extra=[exc] if exc else [],
         decided_by="template" if exc else "context",
     )
+
+
+def _startup_context(wrappers: list[Hit]) -> tuple[str, Hit] | None:
+    """Where a non-memory exception before the server was ready happened: the phase its traceback
+    frames (or the last marker) give. A crash while loading weights is a weight-loading failure."""
+    for hit in reversed(wrappers):
+        phase = hit.context_phase
+        if hit.after_ready or phase in (None, "serving", "ready"):
+            continue
+        if phase == "distributed_init":
+            phase = "environment"  # a device or process-group set-up error that is not NCCL's
+        if phase in PHASES:
+            return phase, hit
+    return None
 
 
 def _pressure(t: Triage, hits: list[Hit]) -> Verdict | None:
@@ -281,6 +313,19 @@ def _no_failure(t: Triage) -> Verdict:
             [],
             t,
             extra=[Evidence(e.file, e.line, "") for e in st.timeline[-1:]],
+            decided_by="marker",
+        )
+    if st.engine_warm is not None:
+        return _verdict(
+            "healthy",
+            False,
+            "medium",
+            "start-up finished its memory steps (weights, KV cache, graphs); the log ends before the ready line",
+            "the engine finished start-up with no failure logged (the excerpt ends before the API server's ready line)",
+            None,
+            [],
+            t,
+            extra=[st.engine_warm],
             decided_by="marker",
         )
     if st.timeline:

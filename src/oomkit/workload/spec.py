@@ -17,7 +17,9 @@ from oomkit.errors import InputError
 from oomkit.yamlio import load_yaml
 
 TokenSize = int | list[int]
-PARAM_TYPES = ("integer", "number", "boolean", "enum", "string")
+ParamType = Literal["integer", "number", "boolean", "enum", "string"]
+PARAM_TYPES: tuple[ParamType, ...] = ("integer", "number", "boolean", "enum", "string")
+DEFAULT_PARAM_TYPES: tuple[ParamType, ...] = ("integer", "enum", "string")
 MAX_TOKENS_PER_PART = 2_000_000
 DEFAULT_WORKLOAD = {"name": "default-agent"}  # every other field at its default (docs/load.md)
 
@@ -39,22 +41,26 @@ class _Strict(BaseModel):
 
 
 class ToolsSpec(_Strict):
-    count: int = Field(4, ge=0, le=256, description="tool definitions sent with every request")
-    schema_tokens: TokenSize = Field(80, description="tokens of one tool definition (name, description, parameters)")
-    strict: bool = Field(False, description='mark every tool "strict": true (vLLM then enforces the argument schema)')
+    count: int = Field(default=4, ge=0, le=256, description="tool definitions sent with every request")
+    schema_tokens: TokenSize = Field(
+        default=80, description="tokens of one tool definition (name, description, parameters)"
+    )
+    strict: bool = Field(
+        default=False, description='mark every tool "strict": true (vLLM then enforces the argument schema)'
+    )
     choice: Literal["auto", "required", "none", "named"] = Field(
-        "required", description="tool_choice; named picks one tool per step"
+        default="required", description="tool_choice; named picks one tool per step"
     )
-    parameter_types: list[Literal["integer", "number", "boolean", "enum", "string"]] = Field(
-        default_factory=lambda: ["integer", "enum", "string"], min_length=1
-    )
+    parameter_types: list[ParamType] = Field(default_factory=lambda: list(DEFAULT_PARAM_TYPES), min_length=1)
 
     _size = field_validator("schema_tokens")(_check_size)
 
 
 class HistorySpec(_Strict):
-    assistant_action_tokens: TokenSize = Field(60, description="assistant text of each earlier step (plus its call)")
-    tool_result_tokens: TokenSize = Field(200, description="tool result of each earlier step")
+    assistant_action_tokens: TokenSize = Field(
+        default=60, description="assistant text of each earlier step (plus its call)"
+    )
+    tool_result_tokens: TokenSize = Field(default=200, description="tool result of each earlier step")
 
     _size = field_validator("assistant_action_tokens", "tool_result_tokens")(_check_size)
 
@@ -62,20 +68,23 @@ class HistorySpec(_Strict):
 class Workload(_Strict):
     name: str = Field(min_length=1, max_length=80)
     seed: int = 0
-    sessions: int = Field(8, ge=1, le=100_000, description="agent sessions in the request set")
-    steps: int = Field(4, ge=1, le=1_000, description="agent steps (requests) per session")
+    sessions: int = Field(default=8, ge=1, le=100_000, description="agent sessions in the request set")
+    steps: int = Field(default=4, ge=1, le=1_000, description="agent steps (requests) per session")
     system_instruction_tokens: TokenSize = 500
     format_rules_tokens: TokenSize = 100
     prefix_reuse: float = Field(
-        1.0, ge=0.0, le=1.0, description=("share of the system prompt (instruction + rules) identical across sessions")
+        default=1.0,
+        ge=0.0,
+        le=1.0,
+        description=("share of the system prompt (instruction + rules) identical across sessions"),
     )
     user_task_tokens: TokenSize = 60
     workflow_metadata_tokens: TokenSize = 30
     tools: ToolsSpec = Field(default_factory=ToolsSpec)
     history: HistorySpec = Field(default_factory=HistorySpec)
     output_tokens: TokenSize = 128
-    ignore_eos: bool = Field(False, description="vLLM extension: always generate output_tokens")
-    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    ignore_eos: bool = Field(default=False, description="vLLM extension: always generate output_tokens")
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
 
     _size = field_validator(
         "system_instruction_tokens",

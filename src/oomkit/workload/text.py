@@ -6,6 +6,7 @@ import json
 import random
 from typing import Any
 
+from oomkit.workload.spec import ParamType
 from oomkit.workload.tokens import TokenCounter
 
 # Plain English words (our own list) plus the Greek letters the testbed tokenizer was trained on,
@@ -68,7 +69,7 @@ def text_of(rng: random.Random, tokens: int, counter: TokenCounter, prefix: str 
     return fit(words(rng, max(1, tokens) * 3), tokens, counter, prefix)
 
 
-def _param(kind: str, rng: random.Random) -> dict[str, Any]:
+def _param(kind: ParamType, rng: random.Random) -> dict[str, Any]:
     if kind == "integer":
         return {"type": "integer"}  # no bounds: grammar backends do not all enforce them
     if kind == "number":
@@ -81,7 +82,12 @@ def _param(kind: str, rng: random.Random) -> dict[str, Any]:
 
 
 def tool_definition(
-    index: int, rng: random.Random, schema_tokens: int, param_types: list[str], strict: bool, counter: TokenCounter
+    index: int,
+    rng: random.Random,
+    schema_tokens: int,
+    param_types: list[ParamType],
+    strict: bool,
+    counter: TokenCounter,
 ) -> dict[str, Any]:
     """An OpenAI tool whose JSON is about `schema_tokens` tokens: 1-6 parameters whose types cycle
     through `param_types`, and a description that takes the rest of the size."""

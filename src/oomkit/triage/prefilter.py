@@ -1,0 +1,124 @@
+"""Which lines of a log the engine reads. Two kinds:
+
+- **Key lines**: a line some rule can match. The key is derived from the rules themselves (each
+  rule's required literals, `literals.py`), so it lets through no line that no rule can use;
+  a hand list of generic words ("tokens", "ngine") let every stats and request line through.
+- **Periodic lines**: stats lines and request lines, which a long-running server prints by the
+  million. Between two key lines only the first request line (it places the serving marker) and
+  the first and last stats lines (the serving marker; the last sample before a failure) are read;
+  the others are counted, with the peaks the summary reports, by C-level scans of the whole gap.
+  A stats line that can change the verdict (KV cache nearly full with requests waiting, or
+  preemptions) is a key line, read like any other.
+"""
+
+from __future__ import annotations
+
+import re
+
+from oomkit.logs.reader import Gaps
+from oomkit.triage import facts, rules
+from oomkit.triage.literals import Need, ere_pattern, key_pattern, required_literals
+
+SERVE_MARKER = next(m for m in rules.MARKERS if m.id == "R-SERVE")
+# Stats lines worth reading one by one: what StatsAggregate counts as full (KV cache >= FULL_KV_PCT
+# with requests waiting) or preempting. RE2 has no look-behind, so V0's "CPU KV cache usage" can
+# match too: a few extra key lines, never a missed one (tests/test_triage_prefilter.py checks the
+# threshold against FULL_KV_PCT).
+PRESSURE = r"(?:Waiting|Pending): [1-9][^\n]*KV cache usage: (?:9[5-9]|100)|Preemptions: [1-9]"
+
+
+def rule_patterns() -> list[tuple[str, re.Pattern[str]]]:
+    """Every pattern the engine applies to a line, but the periodic ones, with a name for messages."""
+    named = [(m.id, m.pattern) for m in rules.MARKERS if m is not SERVE_MARKER]
+    named += [(f.id, f.pattern) for f in rules.FAILURES]
+    named += [
+        ("SHUTDOWN", rules.SHUTDOWN),
+        ("SLOW_STEP", rules.SLOW_STEP),
+        ("FRAME", rules.FRAME),
+        ("TRACEBACK", re.compile(re.escape("Traceback (most recent call last)"))),
+        ("SERVING_MESSAGE", rules.SERVING_MESSAGE),
+    ]
+    named += [(f"FIGURE {rule.source}", rule.pattern) for rule in facts.FIGURES]
+    for name in ("OOM_LINE", "OOM_ALLOCATED", "OOM_IN_USE", "CPU_ALLOC", "ENGINE_CFG", "ARGS_DICT", "ARGS_NS"):
+        named.append((name, getattr(facts, name)))
+    named += [("VERSION", p) for p in facts.VERSION] + [("MODEL", p) for p in facts.MODEL]
+    return named
+
+
+def _needs() -> list[Need]:
+    needs = []
+    for name, pattern in rule_patterns():
+        need = required_literals(pattern)
+        if need is None:  # tests/test_triage_prefilter.py keeps this from happening silently
+            raise ValueError(f"rule {name} has no literal the prefilter can key on: {pattern.pattern}")
+        needs.append(need)
+    return needs
+
+
+# The same for grep -E (benchmarks/triage_speed.py times grep with it).
+PRESSURE_ERE = "(Waiting|Pending): [1-9].*KV cache usage: (9[5-9]|100)|Preemptions: [1-9]"
+NEEDS = _needs()
+KEY_PATTERN = key_pattern(NEEDS) + "|" + PRESSURE
+KEY_BYTES = re.compile(KEY_PATTERN.encode())  # the live follow's key, and what the fallback must equal
+KEY_ERE = ere_pattern(NEEDS) + "|" + PRESSURE_ERE
+SERVE_LITERALS = tuple(sorted(lit.text.encode() for lit in required_literals(SERVE_MARKER.pattern) or ()))
+STATS_TAG = b"Avg prompt throughput: "
+# A line a live follow must read: a key line or a periodic one (no gap scan there).
+LIVE_KEY = re.compile(KEY_PATTERN + "|" + "|".join(re.escape(lit.decode()) for lit in SERVE_LITERALS))
+
+# The peaks the summary reports, read from skipped stats lines in bulk. Each pattern starts with a
+# literal: Python's re then finds candidates with a fast substring search (an alternation or a
+# look-behind first would make it try every byte). V0 prints GPU and CPU (swap) usage: the GPU one
+# counts; the CPU backend prints only "CPU KV cache usage", its device.
+BULK_PEAKS: tuple[tuple[str, re.Pattern[bytes]], ...] = (
+    ("running", re.compile(rb"Running: (\d+)")),
+    ("waiting", re.compile(rb"Waiting: (\d+)")),
+    ("waiting", re.compile(rb"Pending: (\d+)")),
+)
+STATS_REST = re.compile(re.escape(STATS_TAG) + rb"[^\n]*")
+KV_PEAK = re.compile(rb"KV cache usage: ([\d.]+)%")
+GPU_KV_PEAK = re.compile(rb"GPU KV cache usage: ([\d.]+)%")
+
+
+class PeriodicLines:
+    """The gap hook of the reader (`oomkit.logs.reader.Gaps`): picks the periodic lines to read
+    and counts the others. Order does not matter for what it keeps (a count and maxima)."""
+
+    def __init__(self) -> None:
+        self.skipped_stats = 0
+        self.peaks: dict[str, float] = {}
+
+    def __call__(self, data: bytes) -> list[int]:
+        starts = set()
+        first = data.find(STATS_TAG)
+        # A request line places the serving marker only when it comes before the first stats line.
+        serve = [at for lit in SERVE_LITERALS if (at := data.find(lit, 0, first if first >= 0 else len(data))) >= 0]
+        if serve:
+            starts.add(data.rfind(b"\n", 0, min(serve)) + 1)
+        if first >= 0:
+            last = data.rfind(STATS_TAG)
+            starts.update((data.rfind(b"\n", 0, first) + 1, data.rfind(b"\n", 0, last) + 1))
+            stats_lines = STATS_REST.findall(data)  # the stats lines' text only: the peaks come from these
+            skipped = len(stats_lines) - (1 if first == last else 2)
+            if skipped > 0:
+                self.skipped_stats += skipped
+                self._peaks(b"\n".join(stats_lines))
+        return sorted(starts)
+
+    def _peaks(self, stats_text: bytes) -> None:
+        found = [(name, pattern.findall(stats_text)) for name, pattern in BULK_PEAKS]
+        kv = GPU_KV_PEAK if b"GPU KV cache usage" in stats_text else KV_PEAK
+        found.append(("kv_usage_pct", kv.findall(stats_text)))
+        for name, values in found:
+            if values:
+                self._raise(name, max(map(float, values)))
+
+    def _raise(self, name: str, peak: float) -> None:
+        self.peaks[name] = max(peak, self.peaks.get(name, peak))
+
+    def merge(self, other: Gaps) -> None:
+        if not isinstance(other, PeriodicLines):
+            raise TypeError(f"cannot merge {type(other).__name__} into PeriodicLines")
+        self.skipped_stats += other.skipped_stats
+        for name, peak in other.peaks.items():
+            self._raise(name, peak)

@@ -1,0 +1,71 @@
+"""The kinds of real logs triage used to miss (issue 13), each as a small log written for the test
+from the lines vLLM prints (not copied from the held-out corpus): the verdict, is_oom, and what
+decided it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from oomkit.triage import analyse
+
+KINDS = Path(__file__).parent / "fixtures" / "kinds"
+
+# file: (phase, is_oom, confidence, decided_by)
+EXPECTED = {
+    # "CUDA out of memory occurred when warming up sampler": the profiling step, a memory error.
+    "sampler.log": ("memory_profiling", True, "high", "template"),
+    # A traceback through capture_model with a plain CUDA OOM: graph capture, from the frames.
+    "capture.log": ("cudagraph_capture", True, "high", "frames"),
+    # A PyNcclCommunicator stack ending in an NCCL error: the network, not memory.
+    "nccl.log": ("network_communication", False, "high", "template"),
+    # Ray waiting for a placement group, and nothing after: the cluster cannot place the workers.
+    "placement.log": ("network_communication", False, "medium", "template"),
+    # The same wait, then the engine went on to start: no failure.
+    "placement_ok.log": ("healthy", False, None, None),
+    # One torch.OutOfMemoryError line and nothing else: an OOM, its phase a low-confidence guess.
+    "lone.log": ("weight_loading", True, "low", "context"),
+    # Stats lines at KV 100% with requests waiting, no crash: cache pressure, from the stats.
+    "pressure.log": ("cache_pressure", False, "medium", "context"),
+    "preempt.log": ("cache_pressure", False, "medium", "context"),
+    # An OOM in the sampler while the last stats line shows only generation: decode.
+    "decode.log": ("serving_decode", True, "medium", None),
+    # Model construction running out of memory: weight loading, not serving.
+    "unquant.log": ("weight_loading", True, None, None),
+    # V0's engine loop hung past ENGINE_ITERATION_TIMEOUT_S: a timeout, not a decode failure.
+    "iter.log": ("timeout", False, "high", "template"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_kind(name):
+    verdict = analyse([str(KINDS / name)]).verdict
+    phase, is_oom, confidence, decided = EXPECTED[name]
+    assert (verdict.phase, verdict.is_oom) == (phase, is_oom), verdict.summary
+    if confidence:
+        assert verdict.confidence == confidence, verdict.confidence_reason
+    if decided:
+        assert verdict.decided_by == decided
+
+
+def test_every_fixture_has_an_expectation():
+    assert {p.name for p in KINDS.glob("*.log")} == set(EXPECTED)
+
+
+def test_cache_pressure_cites_the_full_stats_lines():
+    verdict = analyse([str(KINDS / "pressure.log")]).verdict
+    assert any("KV cache usage: 100.0%" in ev.text for ev in verdict.evidence)
+    assert "KV cache >= 95%" in verdict.summary
+
+
+def test_decode_and_prefill_are_told_apart_by_the_last_stats_line(tmp_path):
+    """The same OOM after a stats line with prompt throughput is prefill; with none, decode."""
+    text = (KINDS / "decode.log").read_text()
+    prefill = text.replace(
+        "Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 1900.0",
+        "Avg prompt throughput: 5000.0 tokens/s, Avg generation throughput: 10.0",
+    )
+    log = tmp_path / "prefill.log"
+    log.write_text(prefill)
+    assert analyse([str(log)]).verdict.phase == "serving_prefill"

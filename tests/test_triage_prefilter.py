@@ -1,0 +1,184 @@
+"""The prefilter reads only the lines a rule can use, yet never changes a result: the fast path
+(derived key, periodic lines counted in bulk, ranks on worker processes, RE2 or re) must give the
+same triage as feeding the engine every line of the log."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from oomkit.logs import iter_records, parse_line
+from oomkit.logs import parallel as parallel_scan
+from oomkit.triage import Triage, analyse
+from oomkit.triage.facts import FULL_KV_PCT
+from oomkit.triage.literals import Literal, required_literals
+from oomkit.triage.prefilter import KEY_BYTES, KEY_ERE, PRESSURE, rule_patterns
+
+REPO = Path(__file__).resolve().parents[1]
+LOGS = sorted((REPO / "corpus" / "logs").glob("*.log")) + sorted((REPO / "tests" / "fixtures").rglob("*.log"))
+STATS = (
+    "(APIServer pid=1) INFO 12-02 10:{m:02d}:{s:02d} [loggers.py:123] Engine 000: Avg prompt throughput: {pt:.1f} tokens/s, "
+    "Avg generation throughput: 9.0 tokens/s, Running: {r} reqs, Waiting: {w} reqs, GPU KV cache usage: {kv:.1f}%, "
+    "Prefix cache hit rate: 0.0%\n"
+)
+REQUEST = '(APIServer pid=1) INFO:     127.0.0.1:5 - "POST /v1/completions HTTP/1.1" 200 OK\n'
+CHATTER = "(EngineCore_DP0 pid=2) DEBUG 12-02 10:00:00 [core.py:1] scheduled {n} new tokens\n"
+
+
+def full_read(path: str) -> dict:
+    """The reference: every line of the log fed to the engine, no key, no bulk counting."""
+    triage = Triage([path])
+    for rec in iter_records([path], stats=triage.read):
+        triage.feed(rec, prefiltered=True)
+    return triage.result().to_dict()
+
+
+@pytest.mark.parametrize("path", LOGS, ids=lambda p: p.name)
+def test_fast_path_equals_reading_every_line(path):
+    assert analyse([str(path)]).to_dict() == full_read(str(path))
+
+
+def test_every_rule_has_literals_and_the_key_keeps_every_line_a_rule_matches():
+    """Over every line of the corpus: a line any rule matches is a line the key lets through."""
+    patterns = [pattern for _name, pattern in rule_patterns()]
+    assert all(required_literals(pattern) for pattern in patterns)
+    checked = 0
+    for path in LOGS:
+        for number, raw in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            rec = parse_line(raw, str(path), number)
+            if any(pattern.search(rec.msg) for pattern in patterns):
+                checked += 1
+                assert KEY_BYTES.search(raw.encode()), f"{path.name}:{number} matched by a rule, dropped by the key"
+    assert checked > 1000
+
+
+@pytest.mark.parametrize(
+    "pattern,expected",
+    [
+        (r"(?:takes|took) (?P<s>[\d.]+) s", {"takes ", "took "}),
+        (r"^Available KV cache memory: (?P<kv>-?[\d.]+) GiB", {"Available KV cache memory: "}),
+        (r"(?i)cuda out of memory", {"cuda out of memory"}),
+        (r"Engine (?:\d+)|Added request", {"Engine ", "Added request"}),
+        (r"x+abcd(?:ef)?", {"abcd"}),
+        (r"\d+ MiB", {" MiB"}),
+    ],
+)
+def test_required_literals(pattern, expected):
+    need = required_literals(re.compile(pattern))
+    assert need is not None and {lit.text for lit in need} == expected
+
+
+@pytest.mark.parametrize("pattern", [r"a|bcdef", r"\d+", r"(?:abc)?def?", r"[A-Z]+Error"])
+def test_no_literal_is_none_not_a_guess(pattern):
+    """An optional part, a short branch or a class gives no literal every match must hold."""
+    need = required_literals(re.compile(pattern))
+    assert need is None or all(len(lit.text) >= 3 for lit in need)
+    if pattern == r"a|bcdef":
+        assert need is None
+
+
+def test_case_folded_literal_is_marked():
+    need = required_literals(re.compile(r"(?i:out of memory)"))
+    assert need == frozenset({Literal("out of memory", ignore_case=True)})
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="ab(|)?*+cd", min_size=1, max_size=12))
+def test_literals_are_in_every_match(pattern):
+    """Soundness on random patterns: every string the pattern matches holds one of its literals."""
+    try:
+        compiled = re.compile(pattern)
+    except re.error:
+        return
+    need = required_literals(compiled)
+    if need is None:
+        return
+    for text in ("abcd", "cdab", "aabbccdd", "abab", "cdcd", "acbd", "dcba", "abcdabcd", "bbbbcccc"):
+        if compiled.search(text):
+            assert any(lit.text in text for lit in need), (pattern, text, need)
+
+
+@pytest.mark.parametrize("waiting", [0, 1, 12])
+def test_pressure_key_is_the_full_kv_threshold(waiting):
+    """A stats line the engine counts as full (KV >= FULL_KV_PCT with requests waiting) is a key line;
+    others are periodic lines, counted in bulk."""
+    key = re.compile(PRESSURE)
+    for tenth in range(0, 1001, 7):
+        kv = tenth / 10
+        line = STATS.format(m=0, s=0, pt=1.0, r=3, w=waiting, kv=kv)
+        full = kv >= FULL_KV_PCT and waiting > 0
+        assert bool(key.search(line)) == full, line
+
+
+def write_serving_log(path: Path, lines: int, pressure_at: int | None, oom: bool) -> None:
+    out = ["(APIServer pid=1) INFO 12-02 09:59:00 [launcher.py:1] Starting vLLM server on http://0.0.0.0:8000\n"]
+    for i in range(lines):
+        minute, second = divmod(i // 10, 60)
+        kv = 99.5 if pressure_at is not None and pressure_at <= i < pressure_at + 3 else 20 + i % 60
+        waiting = 4 if pressure_at is not None and pressure_at <= i < pressure_at + 3 else 0
+        if i % 3 == 0:
+            out.append(STATS.format(m=minute % 60, s=second, pt=float(i % 2), r=1 + i % 9, w=waiting, kv=kv))
+        else:
+            out.append(REQUEST if i % 3 == 1 else CHATTER.format(n=i))
+    if oom:
+        out.append(
+            "(EngineCore_DP0 pid=2) ERROR 12-02 11:00:00 [core.py:9] torch.OutOfMemoryError: CUDA out of memory.\n"
+        )
+    path.write_text("".join(out))
+
+
+@pytest.mark.parametrize("pressure_at,oom", [(None, True), (3000, False), (None, False)])
+def test_stats_heavy_log_equals_full_read(tmp_path, pressure_at, oom):
+    log = tmp_path / "server.log"
+    write_serving_log(log, 20000, pressure_at, oom)
+    fast = analyse([str(log)]).to_dict()
+    assert fast == full_read(str(log))
+    assert fast["facts"]["stats"]["samples"] == 6667
+
+
+def test_ranks_on_workers_equal_one_process(tmp_path, monkeypatch):
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    for rank in range(3):
+        write_serving_log(folder / f"rank{rank}.log", 6000, 900 if rank == 1 else None, rank == 2)
+    serial = analyse([str(folder)]).to_dict()
+    monkeypatch.setattr(parallel_scan, "PARALLEL_MIN_BYTES", 0)
+    assert parallel_scan.worth_parallel([str(p) for p in folder.glob("*.log")], jobs=2)
+    assert analyse([str(folder)]).to_dict() == serial
+    assert serial["verdict"]["phase"] == "serving_prefill"
+
+
+def test_python_re_fallback_equals_re2(tmp_path, monkeypatch):
+    """OOMKIT_PREFILTER=re (what a machine without google-re2 gets) reads the same lines."""
+    from oomkit.triage import fast
+
+    log = tmp_path / "server.log"
+    write_serving_log(log, 3000, 600, True)
+    paths = [str(log), *(str(p) for p in LOGS[:40])]
+    with_re2 = [analyse([p]).to_dict() for p in paths]
+    fast.scan_key.cache_clear()
+    monkeypatch.setenv("OOMKIT_PREFILTER", "re")
+    try:
+        assert fast.engine_name() == "re"
+        assert [analyse([p]).to_dict() for p in paths] == with_re2
+    finally:
+        monkeypatch.delenv("OOMKIT_PREFILTER")
+        fast.scan_key.cache_clear()
+
+
+@pytest.mark.skipif(shutil.which("grep") is None, reason="no grep on this machine")
+def test_grep_reference_reads_the_same_lines():
+    """The benchmark times grep -E with KEY_ERE: it must select the lines the key selects."""
+    sample = [p for p in LOGS if p.stat().st_size < 200_000][:60]
+    for path in sample:
+        data = path.read_bytes()
+        want = [i for i, line in enumerate(data.split(b"\n"), 1) if KEY_BYTES.search(line)]
+        out = subprocess.run(["grep", "-a", "-n", "-E", KEY_ERE, str(path)], capture_output=True, check=False)
+        got = [int(line.split(b":", 1)[0]) for line in out.stdout.splitlines()]
+        assert got == want, path.name
