@@ -185,7 +185,6 @@ def fixture_cases(shared: Path) -> tuple[list[dict[str, Any]], list[str]]:
             known = plan(
                 replace(req, kv_cache_memory_bytes=int(figs["available_kv_cache_gib"] * GIB)),
                 model=shape,
-                with_levers=False,
             )
             bound = rounding_bound(figs["available_kv_cache_gib"])
             rows.append(
@@ -213,7 +212,7 @@ def fixture_cases(shared: Path) -> tuple[list[dict[str, Any]], list[str]]:
         other = (figs.get("other") or {}).get("ok_run_20k")
         if other and case == "002":  # the same deployment at max_model_len 20000: calibrate on 29k, predict 20k
             cal, _ = calibrate(req, [str(log)])
-            nxt = plan(replace(req, max_model_len=20000, assume=cal["assume"]), model=shape, with_levers=False)
+            nxt = plan(replace(req, max_model_len=20000, assume=cal["assume"]), model=shape)
             rows.append(budget_row(case, "kv_cache_gib @20k (calibrated on 29k)", other["kv_cache_size_gib"], nxt))
             rows.append(
                 row(
@@ -229,7 +228,7 @@ def fixture_cases(shared: Path) -> tuple[list[dict[str, Any]], list[str]]:
 
 def _weights_and_budget(case: str, shape: Any, req: PlanRequest, figs: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
-    p = plan(req, model=shape, with_levers=False)
+    p = plan(req, model=shape)
     if figs.get("model_weights_gib") is not None:
         out.append(
             row("wts", case, "model_weights_gib", figs["model_weights_gib"], round(p.weights.per_gpu_bytes / GIB, 3))
@@ -285,7 +284,7 @@ def cpu_cases(shared: Path) -> list[dict[str, Any]]:
             known = replace(base, kv_cache_memory_bytes=int(figs["available_kv_cache_gib"] * GIB))
             note = "from the printed KV GiB (rounded to 0.01)"
             bound = rounding_bound(figs["available_kv_cache_gib"])
-        p = plan(known, model=shape, with_levers=False)
+        p = plan(known, model=shape)
         rows.append(
             row("kv", log.stem, "kv_cache_tokens", figs["kv_cache_tokens"], p.capacity.kv_cache_tokens, note, bound)
         )
@@ -305,7 +304,7 @@ def cpu_cases(shared: Path) -> list[dict[str, Any]]:
         first_log, first_req, shape, _ = runs[0]
         cal, _ = _cal_cpu(first_log, shape)
         for log, req, _, figs in runs[1:]:
-            p = plan(replace(req, assume=cal), model=shape, with_levers=False)
+            p = plan(replace(req, assume=cal), model=shape)
             rows.append(
                 budget_row(
                     log.stem,
@@ -325,7 +324,6 @@ def _cal_cpu(log: Path, shape: Any) -> tuple[dict[str, float], None]:
                 model=shape.name, gpu="cpu", gpu_memory_gib=16, kv_cache_memory_bytes=1 << 20, vllm_version="0.32"
             ),
             model=shape,
-            with_levers=False,
         ).weights.per_gpu_bytes
         / GIB
     )

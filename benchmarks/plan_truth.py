@@ -35,7 +35,8 @@ KV_LINE = re.compile(
     r"tokens per request: (?P<conc>[\d.]+)x"
 )
 INFO = re.compile(r"^vllm:cache_config_info\{(?P<labels>[^}]*)\}", re.M)
-ERROR = re.compile(r"(?:ValueError|RuntimeError|AssertionError|NotImplementedError|TypeError): .*")
+# vLLM's refusal: an exception line, or pydantic's "Value error, ..." for a config it rejects.
+ERROR = re.compile(r"(?:ValueError|RuntimeError|AssertionError|NotImplementedError|TypeError): .*|Value error, .*")
 MB = 1_000_000
 LOCK = "/tmp/oomkit-vllm.lock"
 
@@ -229,7 +230,12 @@ def printed(log: str, metrics: str) -> dict[str, Any]:
     info = INFO.search(metrics)
     if not m or not info:
         errors = ERROR.findall(log)
-        return {"error": errors[-1][:300] if errors else "no KV line and no error line (see the log)"}
+        causes = [e for e in errors if "Engine core initialization failed" not in e] or errors  # not the wrapper
+        out: dict[str, Any] = {"error": causes[0][:300] if causes else "no KV line and no error line (see the log)"}
+        estimate = re.search(r"estimated maximum model length is (\d+)", log)
+        if estimate:
+            out["estimated_max_model_len"] = int(estimate.group(1))
+        return out
     labels = dict(re.findall(r'(\w+)="([^"]*)"', info.group("labels")))
     aligned = re.search(r"Setting attention block size to (\d+) tokens", log)
     return {

@@ -64,6 +64,7 @@ class FakeOpenAI:
         token_delay_s: float = 0.0005,
         kv_capacity: int = 1000,
         max_model_len: int = 4096,
+        report_max_model_len: bool = True,
         legacy_metrics: bool = False,
         reasoning: bool = False,
         metrics: bool = True,
@@ -72,6 +73,7 @@ class FakeOpenAI:
     ):
         self.tokens, self.token_delay_s, self.kv_capacity = tokens, token_delay_s, kv_capacity
         self.max_model_len, self.legacy_metrics, self.reasoning = max_model_len, legacy_metrics, reasoning
+        self.report_max_model_len = report_max_model_len  # False: like a non-vLLM server, /v1/models omits it
         self.metrics_enabled, self.api_key = metrics, api_key
         self.mode = "ok"
         self.die_after_tokens: int | None = None
@@ -174,20 +176,10 @@ class FakeOpenAI:
         if path == "/health":
             return await self._send(writer, "503 Service Unavailable" if self.dead else "200 OK", "text/plain", b"")
         if path == "/v1/models":
-            return await self._json(
-                writer,
-                {
-                    "object": "list",
-                    "data": [
-                        {
-                            "id": "fake-model",
-                            "object": "model",
-                            "root": "fake-model",
-                            "max_model_len": self.max_model_len,
-                        }
-                    ],
-                },
-            )
+            card = {"id": "fake-model", "object": "model", "root": "fake-model"}
+            if self.report_max_model_len:
+                card["max_model_len"] = self.max_model_len
+            return await self._json(writer, {"object": "list", "data": [card]})
         if path == "/metrics":
             if not self.metrics_enabled:
                 return await self._send(writer, "404 Not Found", "text/plain", b"not found")

@@ -59,11 +59,19 @@ def _kill_a_client_when_busy(stop: threading.Event) -> None:
     me = psutil.Process()
     while not stop.is_set():
         kids = [p for p in me.children(recursive=True) if "spawn_main" in " ".join(p.cmdline())]
-        if len(kids) >= 2:
-            time.sleep(1.0)  # let the streams start
+        if len(kids) >= 2 and _streaming(kids[-1]):  # kill it mid-stream, not before it sent anything
             os.kill(kids[-1].pid, signal.SIGKILL)
             return
-        time.sleep(0.05)
+        time.sleep(0.05)  # a polling interval, not a wait for something to happen
+
+
+def _streaming(proc: psutil.Process) -> bool:
+    """The client process holds an open connection to the server: its streams have started."""
+    try:
+        connections = proc.net_connections(kind="tcp") if hasattr(proc, "net_connections") else proc.connections()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+    return any(c.status == psutil.CONN_ESTABLISHED for c in connections)
 
 
 def test_a_killed_client_is_a_client_loss_and_the_run_is_partial(tmp_path: Path) -> None:

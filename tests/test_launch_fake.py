@@ -128,6 +128,24 @@ def all_gone(pids: list[int]) -> bool:
     return True
 
 
+def wait_for(condition, timeout_s: float = 20.0, what: str = "condition") -> None:
+    """Poll a condition instead of sleeping a fixed time: as fast as the machine allows, and a
+    clear failure (not a flaky assertion later) when it never holds."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s:g} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def sampled_with_child(server) -> None:
+    """The worker child exists and the memory sampler has taken a sample since (it tracks the tree)."""
+    wait_for(lambda: psutil.Process(server.pid).children(recursive=True), what="the worker child")
+    memory = server.run_dir / "memory.jsonl"
+    lines = memory.read_text().count("\n") if memory.exists() else 0
+    wait_for(lambda: memory.exists() and memory.read_text().count("\n") > lines, what="a memory sample")
+
+
 def test_healthy_launch_follows_phases_and_stops_the_whole_tree(fake_script: Path, tmp_path: Path) -> None:
     events = []
     with launched(fake_profile(fake_script, "healthy"), runs_dir=tmp_path, on_event=events.append) as server:
@@ -135,7 +153,7 @@ def test_healthy_launch_follows_phases_and_stops_the_whole_tree(fake_script: Pat
         assert server.base_url.startswith("http://127.0.0.1:")
         assert server.log_path == server.run_dir / "server.log"
         assert server.model_ids == ["tiny-model"]
-        time.sleep(0.6)  # let the sampler see the worker child
+        sampled_with_child(server)
         tree = [server.pid, *[c.pid for c in psutil.Process(server.pid).children(recursive=True)]]
         assert len(tree) == 2
         assert server.triage().verdict.phase in ("healthy", "unknown")
@@ -194,7 +212,7 @@ def test_never_ready_times_out_and_stops_the_group(fake_script: Path, tmp_path: 
 
 def test_sigterm_ignored_escalates_to_sigkill(fake_script: Path, tmp_path: Path) -> None:
     with launched(fake_profile(fake_script, "stubborn"), runs_dir=tmp_path) as server:
-        time.sleep(0.6)
+        sampled_with_child(server)
     stop = server.result.stop
     assert stop.signals == ("SIGTERM", "SIGTERM-group", "SIGKILL-group")
     assert len(stop.killed_pids) == 2 and stop.survivors == ()
@@ -203,7 +221,7 @@ def test_sigterm_ignored_escalates_to_sigkill(fake_script: Path, tmp_path: Path)
 
 def test_a_child_that_left_the_group_is_still_stopped(fake_script: Path, tmp_path: Path) -> None:
     with launched(fake_profile(fake_script, "setsid_child"), runs_dir=tmp_path) as server:
-        time.sleep(0.6)
+        sampled_with_child(server)
         child = psutil.Process(server.pid).children()[0]
         assert os.getpgid(child.pid) != server.pid
     stop = server.result.stop

@@ -14,6 +14,7 @@ from oomkit.cli import cli
 from oomkit.plan import PlanRequest, plan
 from oomkit.plan.calibrate import calibrate
 from oomkit.plan.compare import compare
+from oomkit.plan.levers import plan_with_levers
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 CPU_LOGS = SHARED / "research" / "cpu-logs"
@@ -93,21 +94,34 @@ def test_kv_cache_memory_bytes_suffixes():
 
 
 def test_levers_report_numbers_or_why_not():
-    p = plan(
+    p = plan_with_levers(
         PlanRequest(
             model="kimi-k3", gpu="GB300", gpus=8, vllm_version="0.34", max_model_len=262144, num_speculative_tokens=8
         )
     )
-    by = {x["lever"]: x for x in p.levers}
-    assert by["fp8 KV cache"]["applies"] and "state keeps its own dtype" in by["fp8 KV cache"]["why"]
-    assert by["fp8 KV cache"]["after"]["kv_cache_tokens"] > by["fp8 KV cache"]["before"]["kv_cache_tokens"]
-    assert by["ReplaySSM"]["applies"]
-    assert by["ReplaySSM"]["after"]["max_concurrency"] > by["ReplaySSM"]["before"]["max_concurrency"]
-    assert by["DCP"]["applies"] and by["DCP"]["after"]["kv_cache_tokens"] > by["DCP"]["before"]["kv_cache_tokens"]
-    small = plan(PlanRequest(model="llama-3.1-8b", gpu="L4", vllm_version="0.32"))
-    by = {x["lever"]: x for x in small.levers}
-    assert not by["DCP"]["applies"] and "TP is 1" in by["DCP"]["why"]
-    assert not by["ReplaySSM"]["applies"]
+    by = {x.id: x for x in p.levers}
+    fp8, replay, dcp = by["fp8_kv"], by["replayssm"], by["dcp"]
+    assert fp8.applies and "state keeps its own dtype" in (fp8.why or "")
+    assert fp8.after and fp8.before and fp8.after.kv_cache_tokens > fp8.before.kv_cache_tokens
+    assert replay.applies and replay.after and replay.before
+    assert replay.after.max_concurrency > replay.before.max_concurrency
+    assert dcp.applies and dcp.after and dcp.before and dcp.after.kv_cache_tokens > dcp.before.kv_cache_tokens
+    small = plan_with_levers(PlanRequest(model="llama-3.1-8b", gpu="L4", vllm_version="0.32"))
+    by = {x.id: x for x in small.levers}
+    assert not by["dcp"].applies and "TP is 1" in (by["dcp"].why or "")
+    assert not by["replayssm"].applies
+
+
+def test_plan_alone_computes_no_levers():
+    """Levers are other plans; the caller asks for them (no hidden recursion inside plan())."""
+    assert plan(PlanRequest(model="llama-3.1-8b", gpu="L4", vllm_version="0.32")).levers == ()
+
+
+def test_lever_json_keeps_its_keys():
+    p = plan_with_levers(PlanRequest(model="llama-3.1-8b", gpu="L4", vllm_version="0.32"))
+    for lever in p.to_dict()["levers"]:
+        assert {"id", "lever", "applies", "flag"} <= set(lever)
+        assert ("before" in lever and "after" in lever) or "why" in lever
 
 
 def test_compare_ranks_layouts_for_kimi_k3():

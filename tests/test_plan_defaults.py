@@ -12,6 +12,7 @@ from oomkit.cli import cli
 from oomkit.plan import PlanRequest, plan
 from oomkit.plan import defaults as defaults_module
 from oomkit.plan import state as state_module
+from oomkit.plan.levers import plan_with_levers
 
 NAMES_ALWAYS = {"block_size", "enable_prefix_caching", "max_num_batched_tokens", "async_scheduling"}
 NAMES_HYBRID = {"mamba_ssm_cache_dtype", "mamba_cache_mode"}
@@ -88,7 +89,7 @@ def test_text_and_json_show_the_defaults():
 
 
 def test_bf16_state_lever_states_its_cost():
-    p = plan(PlanRequest(model="kimi-k3", gpu="GB300", gpus=8, vllm_version="0.34", kv_cache_dtype="fp8"))
-    lever = next(x for x in p.levers if x["lever"] == "bf16 state")
-    assert lever["applies"] and "cost" in lever["why"]
-    assert lever["after"]["kv_cache_tokens"] >= lever["before"]["kv_cache_tokens"]
+    p = plan_with_levers(PlanRequest(model="kimi-k3", gpu="GB300", gpus=8, vllm_version="0.34", kv_cache_dtype="fp8"))
+    lever = next(x for x in p.levers if x.id == "ssm_bf16")
+    assert lever.applies and "cost" in (lever.why or "")
+    assert lever.after and lever.before and lever.after.kv_cache_tokens >= lever.before.kv_cache_tokens

@@ -64,7 +64,7 @@ def cpu_plan(name: str, **kw: object):
     model = shape_from_config(SHAPES[name], name, "test")
     kw.setdefault("gpu_memory_gib", 16.0)
     kw.setdefault("gpu_memory_utilization", 0.3)
-    return plan(PlanRequest(model=name, gpu="cpu", vllm_version="0.32", **kw), model=model, with_levers=False)
+    return plan(PlanRequest(model=name, gpu="cpu", vllm_version="0.32", **kw), model=model)
 
 
 # (model, settings, printed tokens, printed concurrency, printed estimate, log file)
@@ -192,7 +192,7 @@ def test_cpu_without_avx512_bf16_keeps_the_model_dtype_for_gdn_state(tmp_path):
 
 def test_qwen3_next_gpu_block_is_544():
     # bf16 GDN state on CUDA: 1,097,728 B vs 2,048 B/token of attention at FlashAttention's 16-token grid.
-    p = plan(PlanRequest(model="qwen3-next-80b", gpu="H200", gpus=2, vllm_version="0.32"), with_levers=False)
+    p = plan(PlanRequest(model="qwen3-next-80b", gpu="H200", gpus=2, vllm_version="0.32"))
     assert p.kv.block_size == 544
 
 
@@ -206,7 +206,6 @@ def test_v0_blocks_and_concurrency_from_printed_kv_memory():
             max_model_len=29000,
             kv_cache_memory_bytes=int(2.89 * 1024**3),
         ),
-        with_levers=False,
     )
     assert p.kv.block_size == 16
     assert abs(p.capacity.num_blocks - 1478) <= 1  # the printed 2.89 GiB is rounded
@@ -220,7 +219,6 @@ def test_kimi_k3_kv_per_token_is_mla_only_and_not_divided_by_tp():
             PlanRequest(
                 model="kimi-k3", gpu="GB300", tp=tp, vllm_version="0.34", max_model_len=32768, gpu_memory_gib=4000
             ),
-            with_levers=False,
         )
         fp8 = plan(
             PlanRequest(
@@ -232,7 +230,6 @@ def test_kimi_k3_kv_per_token_is_mla_only_and_not_divided_by_tp():
                 max_model_len=32768,
                 gpu_memory_gib=4000,
             ),
-            with_levers=False,
         )
         assert bf16.kv.kv_bytes_per_token == 27648
         assert fp8.kv.kv_bytes_per_token == 13824
@@ -251,7 +248,6 @@ def test_kimi_k3_state_and_groups_at_tp8():
             max_model_len=1048576,
             gpu_memory_utilization=0.95,
         ),
-        with_levers=False,
     )
     # conv (3 x 96 x 128 / 8) x 3 rows x 2 B + recurrent 96/8 x 128 x 128 x 4 B, 69 KDA layers
     assert p.kv.state_bytes_per_sequence == 69 * (4608 * 3 * 2 + 12 * 128 * 128 * 4)
@@ -270,9 +266,9 @@ def test_speculative_tokens_add_state_slots_unless_replayssm():
         max_model_len=32768,
         enable_prefix_caching=False,
     )
-    plain = plan(PlanRequest(**base), with_levers=False)
-    spec = plan(PlanRequest(**base, num_speculative_tokens=8), with_levers=False)
-    replay = plan(PlanRequest(**base, num_speculative_tokens=8, use_replayssm=True), with_levers=False)
+    plain = plan(PlanRequest(**base))
+    spec = plan(PlanRequest(**base, num_speculative_tokens=8))
+    replay = plan(PlanRequest(**base, num_speculative_tokens=8, use_replayssm=True))
     attn = plain.capacity.blocks_per_request - 3
     assert spec.capacity.blocks_per_request - kv_attention_blocks(spec) == 3 * 9
     assert replay.capacity.blocks_per_request - kv_attention_blocks(replay) == 3 * 1
@@ -288,7 +284,6 @@ def test_gpt_oss_sliding_and_full_groups():
         PlanRequest(
             model="gpt-oss-120b", gpu="H100", vllm_version="0.32", max_model_len=131072, max_num_batched_tokens=8192
         ),
-        with_levers=False,
     )
     assert len(p.kv.groups) == 2 and p.kv.padding_layers == 0
     full = 131072 // 16
@@ -309,8 +304,8 @@ def test_grouping_follows_vllm_group_size_rule():
 
 def test_dcp_multiplies_mla_tokens():
     base = dict(model="deepseek-v3", gpu="H200", gpus=8, vllm_version="0.32", max_model_len=65536)
-    one = plan(PlanRequest(**base), with_levers=False)
-    eight = plan(PlanRequest(**base, dcp=8), with_levers=False)
+    one = plan(PlanRequest(**base))
+    eight = plan(PlanRequest(**base, dcp=8))
     assert eight.capacity.num_blocks == one.capacity.num_blocks
     assert eight.capacity.blocks_per_request == one.capacity.blocks_per_request // 8
     assert eight.capacity.kv_cache_tokens == pytest.approx(8 * one.capacity.kv_cache_tokens, rel=1e-3)
@@ -322,7 +317,6 @@ def test_deepseek_mla_bytes_per_token():
             PlanRequest(
                 model="deepseek-v3", gpu="H200", gpus=8, vllm_version="0.32", kv_cache_dtype=dtype, max_model_len=8192
             ),
-            with_levers=False,
         )
         assert p.kv.kv_bytes_per_token == expected
 
@@ -330,7 +324,6 @@ def test_deepseek_mla_bytes_per_token():
 def test_indexer_cache_adds_to_sparse_mla():
     p = plan(
         PlanRequest(model="deepseek-v3.2", gpu="H200", gpus=8, vllm_version="0.32", max_model_len=8192),
-        with_levers=False,
     )
     assert p.kv.kv_bytes_per_token == 61 * (576 * 2 + 132)  # 128 fp8 + one fp32 scale per 128
 
@@ -348,7 +341,6 @@ def test_pp_takes_the_minimum_blocks_over_stages():
             kv_cache_memory_bytes=20 * 1024**3,
         ),
         model=m,
-        with_levers=False,
     )
     stage_layers = max(len(r) for r in __import__("oomkit.plan.layouts", fromlist=["x"]).pp_partition(80, 3))
     per_layer_block = 16 * (8 // 2) * 2 * 128 * 2
@@ -358,7 +350,7 @@ def test_pp_takes_the_minimum_blocks_over_stages():
 
 def test_mtp_draft_layer_adds_weights_and_one_mla_layer_of_kv():
     base = dict(model="deepseek-v3", gpu="H200", gpus=8, vllm_version="0.32", max_model_len=32768)
-    plain = plan(PlanRequest(**base), with_levers=False)
-    mtp = plan(PlanRequest(**base, num_speculative_tokens=1), with_levers=False)
+    plain = plan(PlanRequest(**base))
+    mtp = plan(PlanRequest(**base, num_speculative_tokens=1))
     assert mtp.kv.kv_bytes_per_token == plain.kv.kv_bytes_per_token + 576 * 2
     assert mtp.weights.per_gpu_bytes > plain.weights.per_gpu_bytes

@@ -63,7 +63,7 @@ def test_catalog_has_every_required_model_with_a_source():
 
 @pytest.mark.parametrize("name", REQUIRED_MODELS)
 def test_every_catalog_model_plans(name):
-    p = plan(PlanRequest(model=name, gpu="B300", gpus=8, vllm_version="0.32", max_model_len=8192), with_levers=False)
+    p = plan(PlanRequest(model=name, gpu="B300", gpus=8, vllm_version="0.32", max_model_len=8192))
     assert p.weights.total_params > 1e9
     assert p.kv.kv_bytes_per_token > 0
 
@@ -174,11 +174,11 @@ def test_impossible_layouts_name_the_constraint(layout, model, words):
 
 def test_gpus_must_match_layout():
     with pytest.raises(UsageError, match="does not match"):
-        plan(PlanRequest(model="llama-3.1-8b", gpu="H100", gpus=8, tp=2), with_levers=False)
+        plan(PlanRequest(model="llama-3.1-8b", gpu="H100", gpus=8, tp=2))
 
 
 def test_unknown_kv_dtype_and_quantization():
     with pytest.raises(InputError, match="kv-cache-dtype"):
-        plan(PlanRequest(model="llama-3.1-8b", gpu="H100", kv_cache_dtype="fp3"), with_levers=False)
+        plan(PlanRequest(model="llama-3.1-8b", gpu="H100", kv_cache_dtype="fp3"))
     with pytest.raises(InputError, match="quantization"):
-        plan(PlanRequest(model="llama-3.1-8b", gpu="H100", quantization="magic"), with_levers=False)
+        plan(PlanRequest(model="llama-3.1-8b", gpu="H100", quantization="magic"))

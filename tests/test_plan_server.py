@@ -212,7 +212,6 @@ def test_planner_equals_vllm(served, name):
             gpu_memory_gib=16.0,
             **CASES[name][3],
         ),
-        with_levers=False,
     )
     assert p.settings["max_model_len"] == printed["len"]
     assert p.kv.block_size == printed["block_size"]

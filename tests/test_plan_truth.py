@@ -15,6 +15,7 @@ import pytest
 import oomkit.plan.core as core
 import oomkit.plan.defaults as defaults_module
 import oomkit.plan.state as state_module
+from oomkit.errors import UsageError
 from oomkit.plan import PlanRequest, plan
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,7 +46,7 @@ def planned(tmp_path: Path, case: dict, version: str):
         gpu_memory_gib=16.0,
         **case["request"],
     )
-    return plan(request, with_levers=False)
+    return plan(request)
 
 
 def assert_equal(p, printed: dict) -> None:
@@ -67,6 +68,26 @@ def test_planner_equals_recorded_startup(tmp_path, monkeypatch, case):
     _host(monkeypatch, GRID["host"])
     version = ".".join(GRID["host"]["vllm_version"].split(".")[:2])
     assert_equal(planned(tmp_path, case, version), case["printed"])
+
+
+REFUSED = [c for c in GRID["cases"] if "error" in c["printed"]]
+
+
+@pytest.mark.parametrize("case", REFUSED, ids=[c["name"] for c in REFUSED])
+def test_planner_refuses_or_estimates_like_vllm(tmp_path, monkeypatch, case):
+    """Where vLLM refused to start, the planner says the same: it refuses the same configuration, or
+    finds one request does not fit and gives vLLM's own estimated maximum model length."""
+    _host(monkeypatch, GRID["host"])
+    version = ".".join(GRID["host"]["vllm_version"].split(".")[:2])
+    printed = case["printed"]
+    if "greater than the derived max_model_len" in printed["error"]:
+        with pytest.raises(UsageError, match="max_position_embeddings"):
+            planned(tmp_path, case, version)
+        return
+    p = planned(tmp_path, case, version)
+    assert not p.capacity.fits_one_request, printed["error"]
+    if "estimated_max_model_len" in printed:
+        assert p.capacity.estimated_max_model_len == printed["estimated_max_model_len"]
 
 
 @pytest.mark.server

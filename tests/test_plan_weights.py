@@ -57,7 +57,6 @@ def test_kimi_k3_eight_gpus_hold_weights_or_not(gpu, holds):
             gpu_memory_utilization=0.95,
             enable_prefix_caching=True,
         ),
-        with_levers=False,
     )
     assert p.fits_load is holds
     assert (p.weights.per_gpu_bytes < p.budget.budget_bytes) is holds
@@ -72,10 +71,10 @@ def test_kimi_k3_recipe_strategies_plan():
         max_model_len=1048576,
         gpu_memory_utilization=0.95,
     )
-    tp8 = plan(PlanRequest(**base, tp=8), with_levers=False)
-    tep16 = plan(PlanRequest(**base, tp=16, ep=True), with_levers=False)
-    tp8pp2 = plan(PlanRequest(**{**base, "gpu_memory_utilization": 0.90}, tp=8, pp=2), with_levers=False)
-    dep16 = plan(PlanRequest(**base, tp=1, dp=16, ep=True), with_levers=False)
+    tp8 = plan(PlanRequest(**base, tp=8))
+    tep16 = plan(PlanRequest(**base, tp=16, ep=True))
+    tp8pp2 = plan(PlanRequest(**{**base, "gpu_memory_utilization": 0.90}, tp=8, pp=2))
+    dep16 = plan(PlanRequest(**base, tp=1, dp=16, ep=True))
     for p in (tp8, tep16, tp8pp2):
         assert p.fits_load and p.capacity.fits_one_request
     assert tep16.weights.per_gpu_bytes < tp8.weights.per_gpu_bytes
@@ -172,8 +171,8 @@ MODELS = [
 )
 def test_more_memory_never_lowers_capacity(name, gib, extra, mml, version):
     base = dict(model=name, gpu="H100", gpus=8, vllm_version=version, max_model_len=mml)
-    small = plan(PlanRequest(**base, gpu_memory_gib=gib), with_levers=False)
-    large = plan(PlanRequest(**base, gpu_memory_gib=gib + extra), with_levers=False)
+    small = plan(PlanRequest(**base, gpu_memory_gib=gib))
+    large = plan(PlanRequest(**base, gpu_memory_gib=gib + extra))
     assert large.capacity.kv_cache_tokens >= small.capacity.kv_cache_tokens
     assert large.capacity.num_blocks >= small.capacity.num_blocks
 
@@ -182,8 +181,8 @@ def test_more_memory_never_lowers_capacity(name, gib, extra, mml, version):
 @given(name=st.sampled_from(MODELS), gib=st.floats(60, 300), version=st.sampled_from(["0.32", "0.34"]))
 def test_fp8_kv_never_lowers_tokens(name, gib, version):
     base = dict(model=name, gpu="H100", gpus=8, vllm_version=version, max_model_len=16384, gpu_memory_gib=gib)
-    auto = plan(PlanRequest(**base), with_levers=False)
-    fp8 = plan(PlanRequest(**base, kv_cache_dtype="fp8"), with_levers=False)
+    auto = plan(PlanRequest(**base))
+    fp8 = plan(PlanRequest(**base, kv_cache_dtype="fp8"))
     assert fp8.capacity.kv_cache_tokens >= auto.capacity.kv_cache_tokens
 
 

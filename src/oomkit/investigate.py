@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from oomkit.bench.prepare import request_set_for
+from oomkit.bench.prepare import fit_to_target, request_set_for
 from oomkit.bench.progress import NoProgress, Progress
 from oomkit.bench.target import Target, profile_target
 from oomkit.client.chat import ClientOptions
@@ -151,14 +151,19 @@ def _ladder(
     run = target.run_dir
     assert run is not None
     rs, note = request_set_for(workload, target)
+    rs, fit_note = fit_to_target(run, rs, target)
     rs.write(run.file("request-set.jsonl", "the requests sent (reuse it with --workload for an identical rerun)"))
     lopts = ladder_options(req)
     run.update(
         ladder={"workload": workload, "request_set_id": rs.id, "options": lopts.__dict__}, target=target.describe()
     )
     _say(opts, f"ladder on {target.base_url} (up to {lopts.max_concurrency} concurrent dialogs)")
+    if fit_note:
+        _say(opts, fit_note)
     result = asyncio.run(
-        run_steps(target, run, rs, lopts, opts.client, opts.memory, opts.progress, (note,) if note else ())
+        run_steps(
+            target, run, rs, lopts, opts.client, opts.memory, opts.progress, tuple(n for n in (note, fit_note) if n)
+        )
     )
     state.done(
         "ladder",

@@ -184,7 +184,8 @@ def find_run(ref: str | os.PathLike[str], runs_dir: str | os.PathLike[str] = "ru
     if (p / MANIFEST).is_file():
         return RunDir.open(p)
     base = Path(runs_dir)
-    matches = sorted(d for d in base.glob(f"{ref}*") if (d / MANIFEST).is_file()) if base.is_dir() else []
+    by_id = base.is_dir() and not p.is_absolute() and len(p.parts) == 1  # a path that is not a run is no id
+    matches = sorted(d for d in base.glob(f"{ref}*") if (d / MANIFEST).is_file()) if by_id else []
     if len(matches) == 1:
         return RunDir.open(matches[0])
     if not matches:

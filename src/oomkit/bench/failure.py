@@ -13,10 +13,8 @@ from oomkit.client.records import RequestRecord
 from oomkit.metrics.deltas import MetricDeltas
 
 # Client-side error class -> triage phase (the phase vocabulary of oomkit.triage). Without the
-# server log these are the best reading; sources: cpu-testbed.md §9 (engine death), §4 (pressure),
-# vllm-internals.md §3 (E-REQLEN is a request error, not an OOM).
+# server log these are the best reading; sources: cpu-testbed.md §9 (engine death), §4 (pressure).
 PHASE_BY_ERROR = {
-    "context_length": ("not_oom_other", "the request is longer than the model's context (HTTP 400)"),
     "bad_request": ("not_oom_other", "the server rejected the request (HTTP 4xx)"),
     "not_openai": ("not_oom_other", "the endpoint does not answer as an OpenAI chat server"),
     "malformed_stream": ("not_oom_other", "the response stream is not valid server-sent events"),
@@ -26,6 +24,22 @@ PHASE_BY_ERROR = {
     "refused": ("unknown", "the server stopped accepting connections"),
     "interrupted": ("unknown", "interrupted"),
 }
+
+# A request longer than the server's context is refused with HTTP 400 before any work
+# (vllm-internals.md §3, E-REQLEN): the request set does not fit max_model_len, which says
+# nothing about the server. It is never the failure of a load (ladder and bench fit the set
+# first, oomkit.workload.fit); it is counted and noted (length_note).
+NOT_FAILURES = ("context_length",)
+
+
+def length_note(rejected: int) -> str | None:
+    """The note for requests the server refused as too long, or None when there were none."""
+    if not rejected:
+        return None
+    return (
+        f"{rejected} request{'s' if rejected != 1 else ''} longer than the server's context (HTTP 400 context_length): "
+        "the request set does not fit its max_model_len; not a server failure"
+    )
 
 
 # After an engine death vLLM's API server logs the cause and exits within about 0.5 s
@@ -125,8 +139,9 @@ def classify(
     deltas: MetricDeltas | None = None,
     log_wait_s: float = LOG_CATCH_UP_S,
 ) -> Failure | None:
-    """The failure behind the first failed request, or None when every request succeeded."""
-    first = next((r for r in records if not r.ok), None)
+    """The failure behind the first failed request, or None when every request succeeded or was
+    only refused as too long (NOT_FAILURES)."""
+    first = next((r for r in records if not r.ok and r.error_kind not in NOT_FAILURES), None)
     if first is None:
         return None
     if target.launched:

@@ -1,6 +1,7 @@
 """What `oomkit ladder` and `oomkit bench` share before any load: the target (a URL, or a server
 launched from a profile), the request set (a workload YAML materialised with the server's
-tokenizer, or an existing request set reused unchanged), and the run folder."""
+tokenizer, or an existing request set reused unchanged) fitted to the server's max_model_len,
+and the run folder."""
 
 from __future__ import annotations
 
@@ -8,17 +9,22 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from oomkit.bench.target import Target, profile_target, url_target
 from oomkit.errors import InputError, UsageError
-from oomkit.rundir import RunDir
+from oomkit.fsio import write_json_atomic
+from oomkit.rundir import RunDir, redact_obj
 from oomkit.runs import own_create_time
+from oomkit.workload.fit import DoesNotFit, fit_request_set
 from oomkit.workload.materialise import materialise
 from oomkit.workload.requestset import KIND, RequestSet, read_request_set
 from oomkit.workload.spec import DEFAULT_WORKLOAD, load_workload, parse_workload
 from oomkit.workload.tokens import server_counter
 
 REQUEST_SET_NOTE = "the requests sent (reuse it with --workload for an identical rerun)"
+FIT_FILE = "fit.json"
+FIT_NOTE = "the request set fitted to the server's max_model_len: requests trimmed, or the one refused"
 
 
 @dataclass(frozen=True)
@@ -75,3 +81,22 @@ def run_folder(target: Target, spec: TargetSpec, kind: str) -> tuple[RunDir, boo
     run = RunDir.create(spec.runs_dir, spec.label or kind, kind=kind)
     run.update(oomkit_create_time=own_create_time())  # with oomkit_pid: `oomkit runs` tells a dead owner
     return run, True
+
+
+def fit_to_target(run: RunDir, rs: RequestSet, target: Target) -> tuple[RequestSet, str | None]:
+    """The request set fitted to the target's max_model_len (history trimmed), recorded in
+    fit.json, and the line to print when anything was trimmed or the limit is unknown. Raises
+    DoesNotFit, before any load, when a request cannot fit even without history."""
+    limit, source = target.context_limit()
+    try:
+        fitted, report = fit_request_set(rs, limit)
+    except DoesNotFit as err:
+        _write_fit(run, {**err.to_dict(), "source": source})
+        raise
+    _write_fit(run, {**report.to_dict(), "source": source})
+    note = report.note()
+    return fitted, f"{note}, see {FIT_FILE}" if note else None
+
+
+def _write_fit(run: RunDir, data: dict[str, Any]) -> None:
+    write_json_atomic(run.file(FIT_FILE, FIT_NOTE), redact_obj(data))

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from oomkit.bench.engine import SessionOutcome, Window
-from oomkit.bench.prepare import REQUEST_SET_NOTE, TargetSpec, is_request_set, request_set_for
+from oomkit.bench.prepare import REQUEST_SET_NOTE, TargetSpec, fit_to_target, is_request_set, request_set_for
 from oomkit.bench.target import Target
 from oomkit.client.records import RequestRecord, ToolCall, ToolCheck
 from oomkit.errors import InputError
@@ -25,6 +25,7 @@ from oomkit.metrics.deltas import MetricDeltas, compute
 from oomkit.metrics.scrape import Scrape
 from oomkit.rundir import RunDir, find_run, now_iso
 from oomkit.runs import own_create_time, owner_alive
+from oomkit.workload.fit import DoesNotFit
 from oomkit.workload.requestset import RequestSet, read_request_set
 
 REQUEST_SET = "request-set.jsonl"
@@ -32,11 +33,25 @@ TAIL_CHUNK = 1 << 16
 
 
 def new_request_set(
-    run: RunDir, kind: str, spec: TargetSpec, workload: str | None, target: Target, options: dict[str, Any]
-) -> tuple[RequestSet, str | None]:
-    """A fresh ladder's or bench's request set, written to its folder with what `--resume` checks
-    and reuses: the workload, the request set id, the target as given, the options."""
+    run: RunDir,
+    kind: str,
+    spec: TargetSpec,
+    workload: str | None,
+    target: Target,
+    options: dict[str, Any],
+    *,
+    ours: bool = True,
+) -> tuple[RequestSet, tuple[str, ...]]:
+    """A fresh ladder's or bench's request set, fitted to the server's max_model_len and written
+    to its folder with what `--resume` checks and reuses: the workload, the request set id, the
+    target as given, the options. A set that cannot fit ends our folder `failed` before any load."""
     rs, note = request_set_for(workload, target)
+    try:
+        rs, fit_note = fit_to_target(run, rs, target)
+    except DoesNotFit as err:
+        if ours:
+            run.finish("failed", reason="request_set_does_not_fit", error=err.one_line())
+        raise
     rs.write(run.file(REQUEST_SET, REQUEST_SET_NOTE))
     section = {
         "workload": workload,
@@ -51,7 +66,7 @@ def new_request_set(
         **options,
     }
     run.update(**{kind: section}, target=target.describe())
-    return rs, note
+    return rs, tuple(n for n in (note, fit_note) if n)
 
 
 def attempt_of(line: dict[str, Any]) -> int:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from oomkit.bench.engine import Load, SessionOutcome, Window, run_async
-from oomkit.bench.failure import Failure, classify
+from oomkit.bench.failure import Failure, classify, length_note
 from oomkit.bench.pool import client_pool, record_clients
 from oomkit.bench.prepare import TargetSpec, open_target, run_folder
 from oomkit.bench.progress import NoProgress, Progress
@@ -194,6 +194,8 @@ async def run_load(
         _, deltas, peak, duration_s = earlier.totals(w, scrapes)
         stats = ClientTally(earlier.records).merge(w.client).stats(duration_s, opts.slos or None)
         notes += record_clients(run, pool)
+        if too_long := length_note(stats.errors_by_kind.get("context_length", 0)):
+            notes += (too_long,)
         result = BenchResult(
             run.path,
             rs.id,
@@ -243,14 +245,14 @@ def bench(
     try:
         with job.holding() if job else contextlib.nullcontext(), open_target(spec) as target:
             run, ours = (job.attach(target), True) if job else run_folder(target, spec, "bench")
-            rs, note = (
-                (job.request_set(), None)
+            rs, prepared = (
+                (job.request_set(), ())
                 if job
-                else new_request_set(run, "bench", spec, workload, target, asdict(opts))
+                else new_request_set(run, "bench", spec, workload, target, asdict(opts), ours=ours)
             )
             earlier = read_earlier(run) if job else Earlier()
             kept = f"kept {len(earlier.outcomes)} finished sessions" if job else ""
-            notes = ((note,) if note else ()) + (job.notes(kept) if job else ())
+            notes = prepared + (job.notes(kept) if job else ())
             try:
                 result = run_async(
                     run_load(

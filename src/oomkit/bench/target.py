@@ -25,6 +25,8 @@ class Target:
     """The launch's run folder (the load records into it); None for --url."""
     alive: Callable[[], bool] | None = None
     triage: Callable[[], Any] | None = None
+    profile_max_model_len: int | None = None
+    """The launch profile's args.max_model_len, when it sets a number (launched servers only)."""
 
     @property
     def model(self) -> str:
@@ -33,6 +35,14 @@ class Target:
     @property
     def launched(self) -> bool:
         return self.triage is not None
+
+    def context_limit(self) -> tuple[int | None, str]:
+        """max_model_len and where it was read: /v1/models (vLLM), else the profile's args."""
+        if self.info.max_model_len is not None:
+            return self.info.max_model_len, "GET /v1/models"
+        if self.profile_max_model_len is not None:
+            return self.profile_max_model_len, "the profile's args.max_model_len"
+        return None, "unknown: the server does not report max_model_len"
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -80,4 +90,12 @@ def profile_target(
             run_dir=run,
             alive=server.alive,
             triage=server.triage,
+            profile_max_model_len=_int_arg(server.profile.arg("max_model_len")),
         )
+
+
+def _int_arg(value: Any) -> int | None:
+    """A vLLM argument given as a whole number (not "auto", -1 or "32k")."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).isdigit():
+        return None
+    return int(value)

@@ -7,23 +7,16 @@ from typing import Any
 
 from oomkit.compare.spec import Mode
 from oomkit.ladder.steps import scaled
+from oomkit.workload.fit import split_turns
 from oomkit.workload.requestset import RequestSet, SetRequest, body_id
 
 
 def cut_history(req: SetRequest, turns: int) -> SetRequest:
     """Keep the system prompt, the task, the last `turns` earlier steps and the step's own message.
     An earlier step is an assistant message and the tool results that answer it."""
-    msgs = req.body["messages"]
-    head_len = 2 if len(msgs) >= 2 and msgs[0].get("role") == "system" else 1
-    head, middle, tail = msgs[:head_len], msgs[head_len:-1], msgs[-1:]
-    steps: list[list[dict[str, Any]]] = []
-    for m in middle:
-        if m.get("role") == "assistant" or not steps:
-            steps.append([m])
-        else:
-            steps[-1].append(m)
+    head, steps, tail = split_turns(req.body["messages"])
     kept = [m for step in (steps[-turns:] if turns else []) for m in step]
-    if len(kept) == len(middle):
+    if len(kept) == sum(len(step) for step in steps):
         return req
     body = {**req.body, "messages": head + kept + tail}
     sizes = {**req.sizes, "history_turns_kept": min(turns, len(steps))}

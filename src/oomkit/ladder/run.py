@@ -149,7 +149,7 @@ async def run_steps(
             opts.max_concurrency,
             stopped_at or ("interrupted" if interrupted else None),
         )
-        result = LadderResult(
+        ladder_result = LadderResult(
             run.path,
             rs.id,
             tuple(steps.values()),
@@ -164,11 +164,11 @@ async def run_steps(
         )
     write_json_atomic(run.file("poc.json", "proof-of-concept criteria and what is still untested"), redact_obj(poc))
     write_json_atomic(
-        run.file("ladder.json", "the whole ladder result (what --json prints)"), redact_obj(result.to_dict())
+        run.file("ladder.json", "the whole ladder result (what --json prints)"), redact_obj(ladder_result.to_dict())
     )
     if interrupted:
         raise KeyboardInterrupt
-    return result
+    return ladder_result
 
 
 def ladder(
@@ -191,13 +191,13 @@ def ladder(
     try:
         with job.holding() if job else contextlib.nullcontext(), open_target(spec) as target:
             run, ours = (job.attach(target), True) if job else run_folder(target, spec, "ladder")
-            rs, note = (
-                (job.request_set(), None)
+            rs, prepared = (
+                (job.request_set(), ())
                 if job
-                else new_request_set(run, "ladder", spec, workload, target, {"options": opts.__dict__})
+                else new_request_set(run, "ladder", spec, workload, target, {"options": opts.__dict__}, ours=ours)
             )
             done = read_done(run, rs) if job else Done()
-            notes = ((note,) if note else ()) + (job.notes(done.kept()) if job else ())
+            notes = prepared + (job.notes(done.kept()) if job else ())
             try:
                 result = run_async(
                     run_steps(

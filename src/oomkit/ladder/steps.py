@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oomkit.bench.engine import Load, Window
-from oomkit.bench.failure import classify
+from oomkit.bench.failure import classify, length_note
 from oomkit.bench.progress import Progress
 from oomkit.bench.stats import summarise
 from oomkit.bench.target import Target
@@ -66,6 +66,12 @@ async def _failure(ctx: Ctx, windows: list[Window]):
     return await asyncio.to_thread(classify, records, ctx.target, deltas)
 
 
+def _length_notes(windows: list[Window]) -> tuple[str, ...]:
+    """Requests the server refused as too long: noted, never the step's failure (bench.failure)."""
+    note = length_note(sum(r.error_kind == "context_length" for w in windows for r in w.records))
+    return (note,) if note else ()
+
+
 async def _send_all(ctx: Ctx, name: str, reqs: list[SetRequest]) -> tuple[list[Window], list[RecordPair]]:
     pairs: list[tuple[SetRequest, RequestRecord]] = []
     ctx.progress.start(name, len(reqs))
@@ -98,6 +104,7 @@ async def short_request(ctx: Ctx) -> StepResult:
         notes.append("reasoning markers in content: the server's reasoning parser did not separate them")
     if ctx.opts.expect_reasoning and not rec.reasoning:
         notes.append("no reasoning returned although --expect-reasoning was given")
+    notes.extend(_length_notes(windows))
     ok = rec.ok and not leaked and not (ctx.opts.expect_reasoning and not rec.reasoning)
     detail = {
         "reasoning_separated": separated,
@@ -126,7 +133,8 @@ async def tool_call(ctx: Ctx) -> StepResult:
         "calls": [c.to_dict() for c in rec.tool_calls],
         "retries": rec.retries,
     }
-    notes = () if not check or check.valid else (f"invalid tool call: {'; '.join(check.problems)}",)
+    invalid = () if not check or check.valid else (f"invalid tool call: {'; '.join(check.problems)}",)
+    notes = invalid + _length_notes(windows)
     return from_windows("tool_call", windows, bool(check and check.valid), await _failure(ctx, windows), notes, detail)
 
 
@@ -148,7 +156,7 @@ async def agent_steps(ctx: Ctx) -> StepResult:
         "cached_tokens": [r.cached_tokens for _, r in pairs],
         "prompt_tokens": [r.prompt_tokens for _, r in pairs],
     }
-    notes = tuple(f"invalid tool call at {i}" for i in invalid[:3])
+    notes = tuple(f"invalid tool call at {i}" for i in invalid[:3]) + _length_notes(windows)
     return from_windows("agent_steps", windows, ok, await _failure(ctx, windows), notes, detail)
 
 
@@ -171,8 +179,9 @@ def scaled(req: SetRequest, factor: int) -> SetRequest:
             grown.append(m)
     body = {**req.body, "messages": head + grown + tail}
     sizes = dict(req.sizes)
-    if "prompt_tokens" in sizes:
-        sizes["prompt_tokens_estimate"] = sizes["prompt_tokens"] + (factor - 1) * sizes.get("history", 0)
+    prompt = sizes.get("prompt_tokens", sizes.get("prompt_tokens_estimate"))  # a fitted request has an estimate
+    if prompt is not None:
+        sizes["prompt_tokens_estimate"] = prompt + (factor - 1) * sizes.get("history", 0)
     return SetRequest(body_id(body), "agent", req.session, req.step, body, sizes)
 
 
@@ -278,7 +287,8 @@ async def concurrency(ctx: Ctx) -> StepResult:
 
     rungs, ctx.knee = await find_knee(rung, ctx.opts.max_concurrency)
     failure = await _failure(ctx, windows[-1:]) if ctx.knee.reason == "failure" else None
-    notes = () if ctx.load.scraper.available else ("no /metrics: preemptions cannot be seen, only errors and SLOs",)
+    blind = () if ctx.load.scraper.available else ("no /metrics: preemptions cannot be seen, only errors and SLOs",)
+    notes = blind + _length_notes(windows)
     detail = {"rungs": [r.to_dict() for r in rungs], "knee": ctx.knee.to_dict(), "steps_per_session": k}
     return from_windows("concurrency", windows, True, failure, notes, detail)
 
@@ -308,7 +318,7 @@ async def repeat(ctx: Ctx) -> StepResult:
                 )
     ctx.progress.finish()
     ok = bool(reqs) and not mismatches
-    notes = tuple(f"{m['step']} {m['request_id']} differs" for m in mismatches[:3])
+    notes = tuple(f"{m['step']} {m['request_id']} differs" for m in mismatches[:3]) + _length_notes(out)
     detail = {"compared": len(reqs), "temperature": 0.0, "identical_by_step": identical, "mismatches": mismatches}
     return from_windows("repeat", out, ok, await _failure(ctx, out), notes, detail)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from oomkit.errors import InputError, UsageError
 from oomkit.plan.core import GIB, Plan, PlanRequest, plan
+from oomkit.plan.levers import plan_with_levers
 
 LOGGED_GPU = "logged-gpu"  # --from-log without --gpu: the device the log describes
 
@@ -91,9 +92,9 @@ def calibrate(req: PlanRequest, log_paths: list[str]) -> tuple[dict[str, Any], P
             hint="use a log that reached 'Available KV cache memory' or 'KV cache size'",
         )
     base_req = request_from_facts(req, facts)
-    before = plan(base_req, with_levers=False)
+    before = plan(base_req)
     assume = _fit(before, figures)
-    after = plan(replace(base_req, assume={**base_req.assume, **assume}))
+    after = plan_with_levers(replace(base_req, assume={**base_req.assume, **assume}))
     rows = []
     for name, read in COMPARED:
         printed = figures.get(name)
@@ -131,7 +132,7 @@ def _fit(p: Plan, figures: dict[str, Any]) -> dict[str, float]:
     if figures.get("cuda_graph_gib") is not None and p.behaviour.cudagraphs_charged:
         out["cudagraph_gib"] = float(figures["cuda_graph_gib"])
     if out:
-        p = plan(replace(p.request, assume={**p.request.assume, **out}), with_levers=False)
+        p = plan(replace(p.request, assume={**p.request.assume, **out}))
     residual = p.budget.kv_bytes / GIB - float(printed_kv)  # > 0: the deployment uses more than predicted
     out["other_gib"] = round(max(0.0, p.assumptions["other_gib"].value + residual), 3)
     return out

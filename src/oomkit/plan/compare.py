@@ -49,7 +49,7 @@ def compare(req: PlanRequest, gpu_counts: list[int]) -> list[dict[str, Any]]:
     serve = [x for x in layouts if x.pool == "serve"]
     for layout in serve:
         try:
-            rows.append(_row(plan(_request_for(req, layout), model=m, with_levers=False), layout.label, layout.gpus))
+            rows.append(_row(plan(_request_for(req, layout), model=m), layout.label, layout.gpus))
         except OomkitError as err:
             rows.append(_failed(layout.label, layout.gpus, err))
     prefill = [x for x in layouts if x.pool == "prefill"]
@@ -63,8 +63,8 @@ def _pd_row(req: PlanRequest, m: Any, pre: Layout, dec: Layout) -> dict[str, Any
     label = f"PD prefill {pre.label.split(' ', 1)[1]} + decode {dec.label.split(' ', 1)[1]}"
     try:
         # The prefill pool needs one max-length prompt at a time; the decode pool holds the target.
-        p = plan(replace(_request_for(req, pre), concurrency=None, context=None), model=m, with_levers=False)
-        d = plan(_request_for(req, dec), model=m, with_levers=False)
+        p = plan(replace(_request_for(req, pre), concurrency=None, context=None), model=m)
+        d = plan(_request_for(req, dec), model=m)
     except OomkitError as err:
         return _failed(label, pre.gpus + dec.gpus, err)
     row = _row(d, label, pre.gpus + dec.gpus)

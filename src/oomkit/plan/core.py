@@ -4,7 +4,7 @@ KV pool vLLM will build, and the verdicts (loads? one request? the target?)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oomkit.errors import UsageError
 from oomkit.plan import budget as bud
@@ -12,6 +12,9 @@ from oomkit.plan import kv
 from oomkit.plan.catalog import Gpu, find_gpu, find_model
 from oomkit.plan.defaults import Context as DefaultsContext
 from oomkit.plan.defaults import Default, defaults
+
+if TYPE_CHECKING:
+    from oomkit.plan.levers import Lever
 from oomkit.plan.kv import Capacity, KvLayout
 from oomkit.plan.layouts import Layout, validate
 from oomkit.plan.model import ModelShape
@@ -57,7 +60,7 @@ class PlanRequest:
     pool: str = "serve"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Plan:
     request: PlanRequest
     model: ModelShape
@@ -74,7 +77,7 @@ class Plan:
     target_blocks: int | None
     assumptions: dict[str, bud.Assumption]
     notes: tuple[str, ...]
-    levers: tuple[dict[str, Any], ...] = ()
+    levers: tuple[Lever, ...] = ()
     defaults: tuple[Default, ...] = ()
 
     def per_gpu_gib(self) -> dict[str, float]:
@@ -133,7 +136,7 @@ class Plan:
                 "by_format_gib": {k: round(v / GIB, 2) for k, v in self.weights.by_format_bytes.items()},
             },
             "defaults": [d.to_dict() for d in self.defaults],
-            "levers": list(self.levers),
+            "levers": [lever.to_dict() for lever in self.levers],
             "assumptions": [a.to_dict() for a in self.assumptions.values()],
             "notes": list(self.notes),
         }
@@ -154,7 +157,8 @@ def resolve_layout(req: PlanRequest, gpu: Gpu) -> Layout:
     return layout
 
 
-def plan(req: PlanRequest, model: ModelShape | None = None, with_levers: bool = True) -> Plan:
+def plan(req: PlanRequest, model: ModelShape | None = None) -> Plan:
+    """vLLM's memory for one request of the planner; levers are the caller's (oomkit.plan.levers)."""
     m = model or find_model(req.model, req.hf_overrides or None)
     gpu = find_gpu(req.gpu, req.gpu_memory_gib)
     b = behaviour(req.vllm_version, gpu.platform)
@@ -231,13 +235,24 @@ def plan(req: PlanRequest, model: ModelShape | None = None, with_levers: bool = 
     fits_load = bg.startup_ok and bg.kv_bytes > 0 and not cap.no_memory
     target_blocks, fits_target = _target(req, layout_kv, cap, layout.dcp, layout.dp, s, fits_load)
     notes.append(f"capacity: {cap_src}")
-    p = Plan(req, m, gpu, layout, b, s, w, bg, layout_kv, cap, fits_load, fits_target, target_blocks, a, tuple(notes))
-    p = replace(p, defaults=_defaults(req, m, gpu, b, pf, s, state, layout_kv, block))
-    if with_levers:
-        from oomkit.plan.levers import levers
-
-        p = replace(p, levers=tuple(levers(p)))
-    return p
+    return Plan(
+        request=req,
+        model=m,
+        gpu=gpu,
+        layout=layout,
+        behaviour=b,
+        settings=s,
+        weights=w,
+        budget=bg,
+        kv=layout_kv,
+        capacity=cap,
+        fits_load=fits_load,
+        fits_target=fits_target,
+        target_blocks=target_blocks,
+        assumptions=a,
+        notes=tuple(notes),
+        defaults=_defaults(req, m, gpu, b, pf, s, state, layout_kv, block),
+    )
 
 
 def _defaults(

@@ -7,6 +7,7 @@ from typing import Any
 
 from oomkit.plan.core import Plan
 from oomkit.plan.defaults import defaults_text
+from oomkit.plan.levers import Lever
 
 ROWS = (
     ("capacity_gib", "device memory"),
@@ -89,22 +90,22 @@ def verdict(p: Plan) -> str:
     return "fits" + ("" if p.fits_target is None else " the target")
 
 
-def lever_text(x: dict[str, Any]) -> str:
-    if not x["applies"]:
-        return f"{x['lever']}: does not apply -- {x['why']}"
-    b, a = x["before"], x["after"]
+def lever_text(x: Lever) -> str:
+    if not x.applies or x.before is None or x.after is None:
+        return f"{x.lever}: does not apply -- {x.why}"
+    b, a = x.before, x.after
     text = (
-        f"{x['lever']} ({x['flag']}): KV tokens {b['kv_cache_tokens']:,} -> {a['kv_cache_tokens']:,}, "
-        f"concurrency {b['max_concurrency']}x -> {a['max_concurrency']}x"
+        f"{x.lever} ({x.flag}): KV tokens {b.kv_cache_tokens:,} -> {a.kv_cache_tokens:,}, "
+        f"concurrency {b.max_concurrency}x -> {a.max_concurrency}x"
     )
-    if a["fits_load"] != b["fits_load"]:
-        text += f", loads: {_yes(a['fits_load'])}"
-    if a["fits_one_request"] != b["fits_one_request"]:
-        text += f", one request fits: {_yes(a['fits_one_request'])}"
-    if a["fits_target"] != b["fits_target"] and a["fits_target"] is not None:
-        text += f", target fits: {_yes(a['fits_target'])}"
-    if x.get("why"):
-        text += f" ({x['why']})"
+    if a.fits_load != b.fits_load:
+        text += f", loads: {_yes(a.fits_load)}"
+    if a.fits_one_request != b.fits_one_request:
+        text += f", one request fits: {_yes(a.fits_one_request)}"
+    if a.fits_target != b.fits_target and a.fits_target is not None:
+        text += f", target fits: {_yes(a.fits_target)}"
+    if x.why:
+        text += f" ({x.why})"
     return text
 
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from oomkit.plan import render
 from oomkit.plan.catalog import catalog_rows, gpus
-from oomkit.plan.core import PlanRequest, plan
+from oomkit.plan.core import PlanRequest
+from oomkit.plan.levers import plan_with_levers
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ def run_plan(req: PlanRequest, compare_gpus: list[int] | None = None, from_log: 
             target = f", target {req.concurrency or 1} x {req.context or 'max_model_len'} tokens"
         head = f"{req.model} on {req.gpu}, GPU counts {', '.join(map(str, compare_gpus))}{target}"
         return Outcome({"compare": rows, "request": _req_dict(req)}, head + "\n" + render.compare_text(rows))
-    p = plan(req)
+    p = plan_with_levers(req)
     return Outcome(p.to_dict(), render.plan_text(p))
 
 
