@@ -73,7 +73,11 @@ HOW: list[tuple[str, str, str]] = [
     (r"^\.venv/bin/python scripts/gen_vllm_knowledge\.py --check-installed$", "run", "0"),
     (r"^oomkit launch examples/testbed-(healthy|kv-too-small)\.yaml --check$", "server", "tests/test_launch_server.py"),
     (r"^oomkit forecast ", "run", "0"),
-    (r"^oomkit ladder --profile examples/testbed-small-kv\.yaml$", "server", "tests/test_fit_server.py (fit or refusal)"),
+    (
+        r"^oomkit ladder --profile examples/testbed-small-kv\.yaml$",
+        "server",
+        "tests/test_fit_server.py (fit or refusal)",
+    ),
     (r"^oomkit investigate ", "server", "tests/test_investigate_server.py (the same profile, repeats 1)"),
     (r"^oomkit compare ", "server", "tests/test_compare_server.py and tests/test_faults_server.py"),
     (r"^oomkit bench --url http://127\.0\.0\.1", "server", "tests/test_bench_clients.py (--clients on the testbed)"),

@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "testbed",
     "env",
     "plan",
+    "forecast",
     "ladder",
     "bench",
     "compare",

@@ -39,7 +39,8 @@ def _bytes(_ctx: object, _param: object, value: str | None) -> int | None:
     return int(float(m.group(1)) * _UNITS[unit])
 
 
-def _max_len(_ctx: object, _param: object, value: str | None) -> int | None:
+def max_len_option(_ctx: object, _param: object, value: str | None) -> int | None:
+    """--max-model-len: an integer (commas and underscores allowed) or auto / -1 (vLLM's auto-fit)."""
     if value is None:
         return None
     if value.lower() in ("auto", "-1"):
@@ -82,7 +83,7 @@ def _assume(_ctx: object, _param: object, values: tuple[str, ...]) -> dict[str, 
 @click.option("--ep", "--enable-expert-parallel", "ep", is_flag=True, help="Expert parallel over TP x DP ranks.")
 @click.option("--dcp", "--decode-context-parallel-size", "dcp", type=int, help="Decode context parallel size.")
 @click.option("--eplb-redundant-experts", type=int, default=0, show_default=True, help="EPLB redundant experts.")
-@click.option("--max-model-len", callback=_max_len, help="Context length (or auto, as in vLLM).")
+@click.option("--max-model-len", callback=max_len_option, help="Context length (or auto, as in vLLM).")
 @click.option("--max-num-seqs", type=int)
 @click.option("--max-num-batched-tokens", type=int)
 @click.option("--gpu-memory-utilization", type=float)

@@ -1,0 +1,187 @@
+"""Backtest of `oomkit forecast` against real `oomkit ladder` runs on the vLLM CPU testbed: the
+forecast of run A's concurrency rungs, with A's profile and A's request set, and the step time
+calibrated on a *different* run B, next to what A measured, with the errors and the issue's goals
+(knee equal +- one rung; preemption onset at the same concurrency; prefix-cache hit rate within
+0.05; peak KV usage within 5 points; TTFT p50 and ITL p50 within 25%).
+
+    .venv/bin/python benchmarks/forecast_vs_real.py                  # the two recorded small-KV ladders
+    .venv/bin/python benchmarks/forecast_vs_real.py --real RUN_A --calibrate RUN_B
+    flock /tmp/oomkit-vllm.lock .venv/bin/python benchmarks/forecast_vs_real.py --live  # + a new ladder now
+
+Measured figures come from A's files: preemptions and max KV usage per rung from ladder.json (its
+/metrics deltas; KV usage is sampled about once a second, so a short peak can be missed, while the
+forecast's is the peak of every step), the prefix-cache hit rate from the counters in
+metrics.jsonl, TTFT and ITL from requests.jsonl. The CPU testbed's streams are often read in bursts
+(gaps of 0, or the whole answer in one read), so the measured ITL is each request's time per output
+token after the first, (latency - TTFT) / (tokens - 1), and answers read in one piece are left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "tests" / "fixtures" / "decide"
+PAIRS = [
+    (FIXTURES / "investigation-small-kv" / "ladder", FIXTURES / "ladder-small-kv"),
+    (FIXTURES / "ladder-small-kv", FIXTURES / "investigation-small-kv" / "ladder"),
+]
+LIVE_PROFILE = REPO / "examples" / "testbed-small-kv.yaml"
+LIVE_WORKLOAD = REPO / "examples" / "workload-testbed.yaml"
+HITS, QUERIES = 'vllm:prefix_cache_hits_total{engine="0"}', 'vllm:prefix_cache_queries_total{engine="0"}'
+
+
+def measured(run: Path) -> dict[int, dict[str, Any]]:
+    ladder = json.loads((run / "ladder.json").read_text())
+    step = next(s for s in ladder["steps"] if s["name"] == "concurrency")
+    records = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines() if line.strip()]
+    samples = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    out = {}
+    for rung in step["detail"]["rungs"]:
+        c, label = rung["concurrency"], f"concurrency_c{rung['concurrency']}"
+        recs = [r for r in records if r.get("label") == label and r.get("ok")]
+        # An answer that arrived in one read (TTFT = latency) measures the whole response, not its
+        # first token: such records are left out of TTFT and ITL.
+        streamed = [r for r in recs if _tpot(r)]
+        out[c] = {
+            "verdict": rung["verdict"],
+            "preemptions": rung["detail"]["preemptions"],
+            "max_kv_usage": rung["detail"]["max_kv_usage"],
+            "prefix_hit_rate": _hit_rate([s for s in samples if s.get("label") == label]),
+            "ttft_ms_p50": _median([r["ttft_ms"] for r in streamed]),
+            "itl_ms_p50": _median([_tpot(r) for r in streamed]),
+            "streamed": f"{len(streamed)}/{len(recs)}",
+        }
+    out_knee = step["detail"]["knee"]
+    return {**out, 0: {"knee": out_knee}}
+
+
+def _hit_rate(samples: list[dict[str, Any]]) -> float | None:
+    if len(samples) < 2:
+        return None
+    first, last = samples[0]["samples"], samples[-1]["samples"]
+    queries = last.get(QUERIES, 0) - first.get(QUERIES, 0)
+    return (last.get(HITS, 0) - first.get(HITS, 0)) / queries if queries else None
+
+
+def _tpot(r: dict[str, Any]) -> float | None:
+    out = r.get("output_tokens") or 0
+    return (r["latency_ms"] - r["ttft_ms"]) / (out - 1) if out > 1 and r.get("latency_ms") else None
+
+
+def _median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def forecast_of(real: Path, calibrate_on: Path, levels: list[int]) -> Any:
+    from oomkit.forecast import ForecastRequest, forecast, plan_request
+
+    manifest = json.loads((real / "manifest.json").read_text())
+    with tempfile.TemporaryDirectory() as tmp:
+        profile = Path(tmp) / "profile.yaml"
+        profile.write_text(yaml.safe_dump(manifest["profile"]), encoding="utf-8")
+        req = ForecastRequest(
+            plan=plan_request(str(profile), {}),
+            workload=str(real / "request-set.jsonl"),
+            concurrency=tuple(levels),
+            calibrate_run=str(calibrate_on),
+            refine=False,
+        )
+        return forecast(req)
+
+
+def compare(real: Path, calibrate_on: Path) -> list[bool]:
+    real_figs = measured(real)
+    knee_real = real_figs.pop(0)["knee"]
+    f = forecast_of(real, calibrate_on, sorted(real_figs))
+    lay = f.layouts[0]
+    print(f"\nreal: {_short(real)}   step time calibrated on: {_short(calibrate_on)}")
+    print(f"{'c':>3} {'figure':<16} {'real':>10} {'forecast':>10} {'error':>10}")
+    checks = []
+    for rung in lay.rungs:
+        m = real_figs[rung.concurrency]
+        for key, tol, kind in (
+            ("preemptions", None, "count"),
+            ("max_kv_usage", 0.05, "points"),
+            ("prefix_hit_rate", 0.05, "points"),
+            ("ttft_ms_p50", 0.25, "relative"),
+            ("itl_ms_p50", 0.25, "relative"),
+        ):
+            fc = getattr(rung, key)
+            err, ok = _error(m[key], fc, tol, kind)
+            if ok is not None:
+                checks.append(ok)
+            mark = "" if ok is None else (" ok" if ok else " MISS")
+            print(f"{rung.concurrency:>3} {key:<16} {_fmt(m[key]):>10} {_fmt(fc):>10} {err:>10}{mark}")
+    knee_ok = _knee_ok(knee_real, lay.knee.to_dict())
+    onset_real = min((c for c, m in real_figs.items() if m["preemptions"]), default=None)
+    onset_fc = min((r.concurrency for r in lay.rungs if r.preemptions), default=None)
+    print("streamed answers used for TTFT/ITL: " + ", ".join(f"c{c} {m['streamed']}" for c, m in real_figs.items()))
+    print(f"knee: real {knee_real}, forecast {lay.knee.to_dict()} -> {'ok' if knee_ok else 'MISS'}")
+    print(
+        f"preemption onset: real c={onset_real}, forecast c={onset_fc} -> {'ok' if onset_real == onset_fc else 'MISS'}"
+    )
+    return [*checks, knee_ok, onset_real == onset_fc]
+
+
+def _error(real: Any, fc: Any, tol: float | None, kind: str) -> tuple[str, bool | None]:
+    if real is None or fc is None:
+        return "-", None
+    if kind == "count":
+        return f"{fc - real:+.0f}", None
+    if kind == "points":
+        diff = fc - real
+        return f"{diff * 100:+.1f} pt", abs(diff) <= tol if tol is not None else None
+    rel = (fc - real) / real if real else float("inf")
+    return f"{rel * 100:+.0f}%", abs(rel) <= tol if tol is not None else None
+
+
+def _knee_ok(real: dict[str, Any], fc: dict[str, Any]) -> bool:
+    if real["concurrency"] is None or fc["concurrency"] is None:
+        return real["concurrency"] == fc["concurrency"]
+    return abs(real["concurrency"] - fc["concurrency"]) <= 1
+
+
+def _short(path: Path) -> str:
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
+
+def _fmt(v: Any) -> str:
+    return "-" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
+
+
+def live_ladder(runs_dir: Path) -> Path:
+    """One real ladder on the CPU testbed now (the caller holds /tmp/oomkit-vllm.lock)."""
+    cmd = [sys.executable, "-m", "oomkit", "ladder", "--profile", str(LIVE_PROFILE), "--workload", str(LIVE_WORKLOAD)]
+    cmd += ["--runs-dir", str(runs_dir), "--max-concurrency", "8", "--json"]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=1800)
+    if out.returncode not in (0, 1):
+        raise SystemExit(f"the live ladder failed: {out.stderr[-600:]}")
+    return Path(json.loads(out.stdout)["run_dir"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--real", type=Path, help="the ladder run to forecast")
+    ap.add_argument("--calibrate", type=Path, help="another run of the same profile to fit the step time on")
+    ap.add_argument("--live", action="store_true", help="also run a new ladder now and forecast it")
+    ap.add_argument("--runs-dir", type=Path, default=Path(tempfile.gettempdir()) / "oomkit-forecast-backtest")
+    args = ap.parse_args()
+    pairs = [(args.real, args.calibrate)] if args.real and args.calibrate else list(PAIRS)
+    if args.live:
+        pairs.append((live_ladder(args.runs_dir), FIXTURES / "ladder-small-kv"))
+    results = [ok for real, cal in pairs for ok in compare(real.resolve(), cal.resolve())]
+    print(f"\ngoals met: {sum(results)}/{len(results)} checks")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""The `calibrated` step-time model: fitted on what a run measured (its requests.jsonl), so the CPU
+testbed and a user's own GPU run each price steps as they were seen.
+
+    step_ms = base_ms + per_seq_ms x decode sequences + per_prefill_token_ms x prefill tokens
+
+Decode: each answered request's time per output token, (latency - TTFT) / (tokens - 1), against
+how many requests of its window (ladder step or rung) overlapped it. Prefill: the time to first
+token of requests that ran alone against their uncached prompt tokens; that line's intercept above
+base_ms is the per-request overhead outside the engine (HTTP, tokenization, chat template). Both
+lines are Theil-Sen fits (median of pairwise slopes): a stream read in bursts or one slow request
+moves them little."""
+
+from __future__ import annotations
+
+import os
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from oomkit.errors import InputError
+from oomkit.forecast.steptime import StepLoad
+from oomkit.fsio import read_jsonl
+from oomkit.rundir import find_run
+
+MIN_POINTS = 3
+_HINT = "calibrate on a finished `oomkit ladder` or `oomkit bench` run whose answers were streamed"
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    name: str
+    windows: tuple[int, ...]
+    request_overhead_s: float
+    base_ms: float
+    per_seq_ms: float
+    per_prefill_token_ms: float
+    source: str
+    decode_points: int
+    prefill_points: int
+
+    def step_s(self, load: StepLoad) -> float:
+        ms = self.base_ms + self.per_seq_ms * load.decode_seqs + self.per_prefill_token_ms * load.prefill_tokens
+        return ms / 1000
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: (round(v, 5) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+        out["formula"] = "base_ms + per_seq_ms x decode_seqs + per_prefill_token_ms x prefill_tokens"
+        return out
+
+
+@dataclass(frozen=True)
+class _Req:
+    label: str
+    start_s: float
+    end_s: float
+    ttft_ms: float
+    tpot_ms: float | None
+    uncached_tokens: int
+
+
+def calibrate(ref: str | os.PathLike[str], runs_dir: str = "runs") -> Calibrated:
+    run = find_run(ref, runs_dir)
+    reqs = [r for r in (_req(d) for d in read_jsonl(run.path / "requests.jsonl")) if r is not None]
+    decode = [(float(_overlap(r, reqs)), r.tpot_ms) for r in reqs if r.tpot_ms is not None]
+    alone = [(float(r.uncached_tokens), r.ttft_ms) for r in reqs if _overlap(r, reqs) == 1]
+    if len(decode) < MIN_POINTS or len(alone) < MIN_POINTS:
+        raise InputError(
+            f"{run.path}: too few answered requests to calibrate the step time "
+            f"({len(decode)} with token gaps, {len(alone)} that ran alone; {MIN_POINTS} of each needed)",
+            hint=_HINT,
+        )
+    per_seq, base = fit_line(decode)
+    per_token, intercept = fit_line(alone)
+    base, per_seq = max(0.0, base), max(0.0, per_seq)
+    if base + per_seq <= 0:
+        raise InputError(f"{run.path}: the measured token times fit no positive step time", hint=_HINT)
+    return Calibrated(
+        name="calibrated",
+        windows=(),
+        request_overhead_s=max(0.0, intercept - base) / 1000,
+        base_ms=base,
+        per_seq_ms=per_seq,
+        per_prefill_token_ms=max(0.0, per_token),
+        source=str(run.path),
+        decode_points=len(decode),
+        prefill_points=len(alone),
+    )
+
+
+def _req(d: dict[str, Any]) -> _Req | None:
+    """An answered request with what the fit needs; anything else is skipped."""
+    try:
+        if not d.get("ok") or d.get("ttft_ms") is None or d.get("latency_ms") is None:
+            return None
+        start, ttft, latency = float(d["started_unix_s"]), float(d["ttft_ms"]), float(d["latency_ms"])
+        out = int(d.get("output_tokens") or 0)
+        prompt = int(d.get("prompt_tokens") or 0)
+        if out > 1 and latency <= ttft:
+            return None  # the whole answer came in one read: its "TTFT" is the full response time
+        return _Req(
+            str(d.get("label")),
+            start,
+            start + latency / 1000,
+            ttft,
+            (latency - ttft) / (out - 1) if out > 1 else None,
+            max(0, prompt - int(d.get("cached_tokens") or 0)),
+        )
+    except (TypeError, ValueError, KeyError):
+        return None
+
+
+def _overlap(r: _Req, reqs: list[_Req]) -> int:
+    """Requests of the same window running at r's midpoint, r included."""
+    mid = (r.start_s + r.end_s) / 2
+    return sum(1 for o in reqs if o.label == r.label and o.start_s <= mid <= o.end_s)
+
+
+MAX_FIT_POINTS = 1_500  # pairs grow with the square; an even sample of a long run is enough
+
+
+def fit_line(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Theil-Sen slope and intercept; a flat line at the median when x never varies."""
+    pts = points[:: max(1, len(points) // MAX_FIT_POINTS)]
+    slopes = [(y2 - y1) / (x2 - x1) for i, (x1, y1) in enumerate(pts) for x2, y2 in pts[i + 1 :] if x2 != x1]
+    slope = statistics.median(slopes) if slopes else 0.0
+    return slope, statistics.median(y - slope * x for x, y in pts)

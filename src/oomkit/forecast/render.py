@@ -1,0 +1,98 @@
+"""A forecast as text: the ladder's rung table, labelled forecast on every screen."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oomkit.forecast.result import Forecast, LayoutForecast
+from oomkit.ladder.render import table
+from oomkit.units import fmt_count, fmt_ms, fmt_number, fmt_pct, fmt_s
+
+COLUMNS = (
+    "conc",
+    "verdict",
+    "regime",
+    "requests",
+    "preempt",
+    "max KV",
+    "waiting",
+    "prefix hit",
+    "TTFT p50",
+    "TTFT p95",
+    "ITL p50",
+    "ITL p95",
+    "lat p95",
+    "tokens/s",
+)
+
+
+def render(f: Forecast) -> str:
+    head = (
+        f"FORECAST - nothing below was measured: vLLM {f.vllm['version']}'s own scheduler on a virtual clock, "
+        f"step time {f.step_time_model}"
+    )
+    t = f.traffic
+    lines = [head, f"traffic: {t['name']} ({t['source']}), {t['sessions']} sessions x {t['steps_per_session']} steps"]
+    for lay in f.layouts:
+        lines += ["", *_layout(lay)]
+    lines += ["", f"step time: {_step_time(f.step_time_model, f.step_time)}"]
+    lines += [f"note: {n}" for n in f.notes]
+    steps = sum(r.steps for lay in f.layouts for r in lay.rungs)
+    rungs = sum(len(lay.rungs) for lay in f.layouts)
+    lines.append(f"forecast wall time: {fmt_s(f.wall_s)} ({rungs} rungs, {steps:,} scheduler steps)")
+    return "\n".join(lines)
+
+
+def _layout(lay: LayoutForecast) -> list[str]:
+    p = lay.plan
+    pool = (
+        f"KV pool {p['num_blocks']:,} blocks x {p['block_size']} tokens = {p['kv_cache_tokens']:,} tokens "
+        f"(vLLM's own count: {p['vllm_kv_cache_tokens']:,})"
+    )
+    lines = [
+        f"layout {lay.layout}: {p['model']} on {p['gpus']} x {p['gpu']}; {pool}",
+        f"KV groups: {'; '.join(p['kv_groups'])}",
+    ]
+    rows: list[tuple[str, ...]] = [COLUMNS]
+    for r in lay.rungs:
+        rows.append(
+            (
+                str(r.concurrency),
+                r.verdict,
+                r.regime,
+                str(r.requests) + (f" ({r.errors} err)" if r.errors else ""),
+                fmt_count(r.preemptions),
+                fmt_pct(r.max_kv_usage, decimals=0),
+                str(r.waiting_max),
+                fmt_pct(r.prefix_hit_rate),
+                fmt_ms(r.ttft_ms_p50),
+                fmt_ms(r.ttft_ms_p95),
+                fmt_ms(r.itl_ms_p50),
+                fmt_ms(r.itl_ms_p95),
+                fmt_ms(r.latency_ms_p95),
+                fmt_number(r.output_tokens_per_s, 0),
+            )
+        )
+    lines.append(table(rows))
+    k = lay.knee
+    at = f"at concurrency {k.concurrency}" if k.concurrency else "not found"
+    lines.append(f"knee (forecast): {at} ({k.reason}; last good {fmt_count(k.last_good)})")
+    lines += [f"  c{r.concurrency}: {n}" for r in lay.rungs for n in r.notes]
+    lines += [f"note: {n}" for n in lay.notes]
+    return lines
+
+
+def _step_time(name: str, d: dict[str, Any]) -> str:
+    if name == "calibrated":
+        return (
+            f"calibrated on {d['source']}: {fmt_number(d['base_ms'])} ms + {fmt_number(d['per_seq_ms'])} ms per "
+            f"decode sequence + {fmt_number(d['per_prefill_token_ms'], 3)} ms per prefill token; "
+            f"{fmt_ms(d['request_overhead_s'] * 1000)} per request outside the engine"
+        )
+    a = d["assumptions"]
+    return (
+        f"roofline: HBM {fmt_number(d['hbm_bytes_per_s'] / 1e9, 0)} GB/s and {fmt_number(d['flops_per_s'] / 1e12, 0)} "
+        f"TFLOP/s effective (efficiency {a['hbm_efficiency']}, MFU {a['mfu']}), "
+        f"{a['step_overhead_ms']} ms per step; weights {fmt_number(d['dense_weight_bytes'] / 2**30, 1)} GiB dense + "
+        f"{fmt_number(d['expert_weight_bytes'] / 2**30, 1)} GiB experts per GPU"
+    )

@@ -1,0 +1,209 @@
+"""`forecast(ForecastRequest)`: plan the layout, build vLLM's scheduler on the plan's KV pool, and
+run the concurrency rungs on it in order, as `oomkit ladder` runs them on one server (the prefix
+cache carries over from rung to rung, the clock runs on), then bisect to the knee as the ladder
+does. Every simulation has a step limit and a wall-clock limit."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from oomkit.errors import InputError, UsageError
+from oomkit.forecast.calibrate import calibrate
+from oomkit.forecast.engine import Engine, build_engine
+from oomkit.forecast.result import RELIABILITY_WARNING, Forecast, LayoutForecast, RungForecast, knee_of
+from oomkit.forecast.simulate import Budget, Rung
+from oomkit.forecast.steptime import StepTimeModel, roofline
+from oomkit.forecast.tokens import shared_head
+from oomkit.forecast.traffic import Traffic, load_traffic
+from oomkit.forecast.vllm_api import load_vllm, minor_of
+from oomkit.plan import Plan, PlanRequest, plan
+
+MAX_CONCURRENCY = 100_000
+"""Sessions at once per forecast: beyond any single deployment's max_num_seqs x engines we know of."""
+DEFAULT_MAX_STEPS = 2_000_000
+DEFAULT_TIME_LIMIT_S = 600.0
+STEP_TIME_MODELS = ("roofline", "calibrated")
+
+
+@dataclass(frozen=True)
+class ForecastRequest:
+    plan: PlanRequest
+    workload: str | None = None
+    concurrency: tuple[int, ...] = (1, 2, 4, 8)
+    sessions: int | None = None
+    """Instead of rungs: this many sessions, their starts spread evenly over window_s."""
+    window_s: float = 0.0
+    steps_per_session: int | None = None
+    step_time: str = "roofline"
+    calibrate_run: str | None = None
+    runs_dir: str = "runs"
+    slos: dict[str, float] = field(default_factory=dict)
+    refine: bool = True
+    """Bisect between the last good and the first bad rung, as the ladder does."""
+    max_steps: int = DEFAULT_MAX_STEPS
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S
+
+
+def forecast(req: ForecastRequest) -> Forecast:
+    t0 = time.monotonic()
+    _check_request(req)
+    api = load_vllm()
+    p = _plan(req, api.version)
+    traffic = load_traffic(req.workload)
+    model = _step_time(req, p)
+    budget = Budget(req.max_steps, t0 + req.time_limit_s)
+    layout = _layout(req, p, traffic, model, budget)
+    notes = [*traffic.notes, RELIABILITY_WARNING]
+    return Forecast(
+        step_time_model=model.name,
+        step_time=model.to_dict(),
+        traffic={
+            "name": traffic.name,
+            "source": traffic.source,
+            "sessions": len(traffic.sessions),
+            "steps_per_session": _steps(req, traffic),
+            "ignore_eos": traffic.ignore_eos,
+        },
+        layouts=(layout,),
+        vllm={"version": api.version, "distribution": api.distribution, "scheduler": layout.engine["scheduler"]},
+        wall_s=time.monotonic() - t0,
+        notes=tuple(notes),
+    )
+
+
+def _check_request(req: ForecastRequest) -> None:
+    if not req.concurrency:
+        raise UsageError("--concurrency needs at least one value, e.g. 1,2,4,8")
+    bad = [c for c in req.concurrency if not 1 <= c <= MAX_CONCURRENCY]
+    if bad:
+        raise UsageError(f"--concurrency {bad[0]} is outside 1..{MAX_CONCURRENCY:,}")
+    if req.sessions is not None and not 1 <= req.sessions <= MAX_CONCURRENCY:
+        raise UsageError(f"--sessions {req.sessions} is outside 1..{MAX_CONCURRENCY:,}")
+    if req.window_s < 0 or (req.window_s and not req.sessions):
+        raise UsageError("--window needs --sessions and a duration of 0 or more")
+    if req.step_time not in STEP_TIME_MODELS:
+        raise UsageError(f"--step-time {req.step_time!r}: use one of {', '.join(STEP_TIME_MODELS)}")
+    if req.step_time == "calibrated" and not req.calibrate_run:
+        raise UsageError("--step-time calibrated needs --calibrate RUN_FOLDER")
+    if req.max_steps < 1 or req.time_limit_s <= 0:
+        raise UsageError("--max-steps and --time-limit must be positive")
+
+
+def _plan(req: ForecastRequest, vllm_version: str) -> Plan:
+    # Plan with the accounting of the vLLM whose scheduler runs, unless told otherwise.
+    preq = req.plan if req.plan.vllm_version else replace(req.plan, vllm_version=minor_of(vllm_version))
+    p = plan(preq)
+    if not p.fits_load:
+        raise InputError(
+            f"{p.model.name} does not load on {p.layout.label} x {p.gpu.name}: the plan leaves no KV cache "
+            f"({p.per_gpu_gib()['kv_cache_gib']} GiB)",
+            hint="run `oomkit plan` with the same options for the memory breakdown and levers",
+        )
+    if not p.capacity.fits_one_request:
+        est = p.capacity.estimated_max_model_len
+        raise InputError(
+            f"the KV pool ({p.capacity.num_blocks} blocks of {p.kv.block_size} tokens) cannot hold one request of "
+            f"max_model_len {p.settings['max_model_len']}: vLLM would refuse to start"
+            + (f" (its estimated maximum length: {est})" if est else ""),
+            hint="lower --max-model-len or give the pool more memory",
+        )
+    return p
+
+
+def _step_time(req: ForecastRequest, p: Plan) -> StepTimeModel:
+    if req.calibrate_run:
+        return calibrate(req.calibrate_run, req.runs_dir)
+    return roofline(p)
+
+
+def _steps(req: ForecastRequest, traffic: Traffic) -> int:
+    k = traffic.steps_per_session()
+    return max(1, min(req.steps_per_session or k, k))
+
+
+def _layout(req: ForecastRequest, p: Plan, traffic: Traffic, model: StepTimeModel, budget: Budget) -> LayoutForecast:
+    engine = build_engine(p)
+    head = shared_head(traffic)
+    dp = p.layout.dp
+    # The ladder reaches its rungs on a server that has just run session 0's steps (agent_steps):
+    # the same warm-up here, unrecorded, so the prefix cache starts as it does there.
+    warm = Rung(engine, traffic, model, head, 1, _steps(req, traffic), {}, 0.0)
+    warm.run(budget, "warmup")
+    now_s = warm.now_s  # one clock for all rungs, as one server's
+    done: dict[int, RungForecast] = {}
+
+    def run(c: int) -> RungForecast:
+        nonlocal now_s
+        per_engine = -(-c // dp)  # a balanced router gives each engine its share
+        spread = req.window_s if req.sessions else 0.0
+        rung = Rung(engine, traffic, model, head, per_engine, _steps(req, traffic), req.slos, now_s, spread)
+        done[c] = replace(rung.run(budget, f"c{c}"), concurrency=c)
+        now_s = rung.now_s
+        return done[c]
+
+    levels = (req.sessions,) if req.sessions else tuple(sorted(set(req.concurrency)))
+    for c in levels:
+        if run(c).verdict in ("failure", "cut"):
+            break
+    if req.refine and not req.sessions:
+        _bisect(done, run)
+    rungs = [done[c] for c in sorted(done)]
+    return LayoutForecast(
+        layout=p.layout.label,
+        engines=dp,
+        plan=_plan_summary(p, engine),
+        engine={**engine.settings.to_dict(), "scheduler": engine.scheduler_class},
+        rungs=tuple(rungs),
+        knee=knee_of(rungs),
+        notes=tuple(_layout_notes(p, engine)),
+    )
+
+
+def _bisect(done: dict[int, RungForecast], run: Any) -> None:
+    """Between the highest good rung below the first bad one and that bad one, as the ladder does."""
+    while True:
+        knee = knee_of(list(done.values()))
+        if knee.concurrency is None or knee.reason == "failure":
+            return
+        lo = knee.last_good or 0
+        if knee.concurrency - lo <= 1:
+            return
+        if run((lo + knee.concurrency) // 2).verdict == "cut":
+            return
+
+
+def _plan_summary(p: Plan, engine: Engine) -> dict[str, Any]:
+    return {
+        "model": p.model.name,
+        "gpu": p.gpu.name,
+        "gpus": p.layout.gpus,
+        "vllm_accounting": ".".join(str(x) for x in p.behaviour.version),
+        "num_blocks": p.capacity.num_blocks,
+        "block_size": p.kv.block_size,
+        "kv_cache_tokens": p.capacity.kv_cache_tokens,
+        "vllm_kv_cache_tokens": engine.vllm_kv_cache_tokens,
+        "kv_groups": list(engine.group_kinds),
+        "scheduler_block_size": engine.scheduler_block_size,
+        "hash_block_size": engine.hash_block_size,
+    }
+
+
+def _layout_notes(p: Plan, engine: Engine) -> list[str]:
+    notes = ["the prefix cache starts warm with session 0's steps, as the ladder's rungs start after its agent_steps"]
+    if engine.vllm_kv_cache_tokens != p.capacity.kv_cache_tokens:
+        notes.append(
+            f"vLLM's own capacity for this KV config is {engine.vllm_kv_cache_tokens:,} tokens, the plan says "
+            f"{p.capacity.kv_cache_tokens:,}: the plan's formula and the installed vLLM differ"
+        )
+    if p.layout.dp > 1:
+        notes.append(
+            f"{p.layout.dp} DP engines: one engine's scheduler is run with ceil(concurrency / {p.layout.dp}) "
+            "sessions (a perfectly balanced router); figures are per engine"
+        )
+    if p.layout.pp > 1:
+        notes.append("PP: the scheduler runs as one stage (batches in flight sized as the plan assumed)")
+    if p.model.vision:
+        notes.append("text-only traffic: the vision encoder's cache and budget are not driven")
+    return notes

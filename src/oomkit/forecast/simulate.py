@@ -1,0 +1,298 @@
+"""One concurrency rung on vLLM's scheduler: `c` agents in a closed loop, as `oomkit ladder` runs
+a rung (each agent sends its session's steps in order; a step is sent when the previous one has
+answered). A synthetic executor stands in for the model: every request whose prompt is computed
+gets one token per step. Time is virtual: each step lasts what the step-time model prices."""
+
+from __future__ import annotations
+
+import heapq
+import time
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+from oomkit.bench.stats import percentile
+from oomkit.forecast.engine import Engine
+from oomkit.forecast.result import RungForecast, regime_of
+from oomkit.forecast.steptime import StepLoad, StepTimeModel
+from oomkit.forecast.tokens import OUTPUT_TOKEN_ID, SessionTokens, session_tokens
+from oomkit.forecast.traffic import Traffic
+
+SLO_SHARE = 0.95  # as the ladder: a rung breaches its SLOs when fewer than 95% of requests meet them
+
+
+@dataclass
+class Budget:
+    """Limits shared by every rung of a forecast: steps and wall seconds. Never a hang."""
+
+    max_steps: int
+    deadline_monotonic: float
+    steps: int = 0
+
+    def spent(self) -> str | None:
+        if self.steps >= self.max_steps:
+            return f"step limit ({self.max_steps:,} steps) reached"
+        if time.monotonic() >= self.deadline_monotonic:
+            return "time limit reached"
+        return None
+
+
+@dataclass
+class _Track:
+    agent: int
+    sent_s: float
+    request: Any
+    first_s: float | None = None
+    last_s: float = 0.0
+
+
+@dataclass
+class _Tally:
+    requests: int = 0
+    errors: int = 0
+    preemptions: int = 0
+    output_tokens: int = 0
+    max_kv_usage: float = 0.0
+    waiting_max: int = 0
+    prefix_queries: int = 0
+    prefix_hits: int = 0
+    slo_met: int = 0
+    ttft_ms: array[float] = field(default_factory=lambda: array("d"))
+    latency_ms: array[float] = field(default_factory=lambda: array("d"))
+    itl_ms: array[float] = field(default_factory=lambda: array("d"))
+    errors_by_kind: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Rung:
+    """The state of one rung while it runs."""
+
+    engine: Engine
+    traffic: Traffic
+    model: StepTimeModel
+    head: array[int]
+    concurrency: int
+    steps_per_session: int
+    slos: dict[str, float]
+    now_s: float
+    spread_s: float = 0.0
+    """Session starts spread evenly over this many seconds (--window); 0: all start at once."""
+    agents: list[SessionTokens] = field(default_factory=list)
+    next_step: list[int] = field(default_factory=list)
+    arrivals: list[tuple[float, int, int]] = field(default_factory=list)  # (client send time, seq, agent)
+    live: dict[str, _Track] = field(default_factory=dict)
+    tally: _Tally = field(default_factory=_Tally)
+    seq: int = 0
+    api_free_s: float = 0.0
+    steps: int = 0
+    stop_note: str | None = None
+
+    def run(self, budget: Budget, label: str) -> RungForecast:
+        wall0, start_s = time.monotonic(), self.now_s
+        for i in range(self.concurrency):
+            self.agents.append(session_tokens(self.traffic, i, self.head))
+            self.next_step.append(0)
+            self._send(i, self.now_s + i * self.spread_s / self.concurrency)
+        sched = self.engine.scheduler
+        while self.arrivals or sched.has_requests():
+            self.stop_note = budget.spent()
+            if self.stop_note:
+                break
+            self._admit(label)
+            if not self._step():
+                if self.arrivals:
+                    self.now_s = max(self.now_s, self._next_arrival_s())
+                    continue
+                if sched.has_requests():
+                    self._fail_stalled()
+                break
+            budget.steps += 1
+        if self.stop_note:
+            self._abort_live()
+        return self._result(time.monotonic() - wall0, self.now_s - start_s)
+
+    def _send(self, agent: int, at_s: float) -> None:
+        heapq.heappush(self.arrivals, (at_s, self.seq, agent))
+        self.seq += 1
+
+    def _next_arrival_s(self) -> float:
+        # HTTP, chat template and tokenization happen outside the engine, one request at a time in
+        # the API server's process: requests sent together reach the scheduler staggered.
+        return max(self.arrivals[0][0], self.api_free_s) + self.model.request_overhead_s
+
+    def _admit(self, label: str) -> None:
+        api, st = self.engine.api, self.engine.settings
+        # What arrived during the last step joins at this step boundary, as in the engine's loop.
+        while self.arrivals and self._next_arrival_s() <= self.now_s:
+            arrived_s = self.api_free_s = self._next_arrival_s()
+            sent_s, _, agent = heapq.heappop(self.arrivals)
+            k = self.next_step[agent]
+            prompt = self.agents[agent].prompt(k)
+            if len(prompt) >= st.max_model_len:  # vLLM's API rejects it (renderers/params.py, HTTP 400)
+                self._error(agent, "context_length")
+                continue
+            step = self.agents[agent].shape.steps[k]
+            max_tokens = min(step.output_tokens, st.max_model_len - len(prompt))  # get_max_tokens clamps
+            params = api.sampling.SamplingParams(max_tokens=max(1, max_tokens), ignore_eos=True)
+            req_id = f"{label}-a{agent}-s{k}-{self.seq}"
+            request = api.request.Request(
+                req_id, prompt, params, None, arrival_time=arrived_s, block_hasher=self.engine.block_hasher
+            )
+            self.engine.scheduler.add_request(request)
+            self.live[req_id] = _Track(agent, sent_s, request)
+            self.seq += 1
+
+    def _step(self) -> bool:
+        sched = self.engine.scheduler
+        out = sched.schedule()
+        scheduled = out.num_scheduled_tokens
+        if not scheduled:
+            sched.update_from_output(out, self._runner_output([]))  # keeps vLLM's step bookkeeping
+            return False
+        self.now_s += self.model.step_s(self._load(scheduled))
+        ids = list(scheduled)
+        outputs = sched.update_from_output(out, self._runner_output(ids))
+        self.steps += 1
+        for eco in outputs.values():
+            for o in eco.outputs:
+                self._token(o.request_id, len(o.new_token_ids), o.finish_reason is not None)
+            if eco.scheduler_stats is not None:
+                self._stats(eco.scheduler_stats)
+        return True
+
+    def _runner_output(self, ids: list[str]) -> Any:
+        requests = self.engine.scheduler.requests
+        sampled = [[OUTPUT_TOKEN_ID] if _prompt_done(requests.get(i)) else [] for i in ids]
+        return self.engine.api.outputs.ModelRunnerOutput(
+            req_ids=ids, req_id_to_index={r: n for n, r in enumerate(ids)}, sampled_token_ids=sampled
+        )
+
+    def _load(self, scheduled: dict[str, int]) -> StepLoad:
+        requests = self.engine.scheduler.requests
+        windows = self.model.windows
+        decode = prefill = context = pairs = 0
+        capped = [0] * len(windows)
+        for req_id, n in scheduled.items():
+            ctx = requests[req_id].num_computed_tokens  # already advanced by schedule()
+            context += ctx
+            pairs += n * (ctx - n // 2)
+            if n == 1:
+                decode += 1
+            else:
+                prefill += n
+            for w, win in enumerate(windows):
+                capped[w] += min(ctx, win)
+        return StepLoad(decode, prefill, context, pairs, tuple(capped))
+
+    def _token(self, req_id: str, new: int, finished: bool) -> None:
+        tr = self.live.get(req_id)
+        if tr is None or not new and not finished:
+            return
+        t = self.now_s
+        if new:
+            if tr.first_s is None:
+                tr.first_s = t
+            else:
+                self.tally.itl_ms.append((t - tr.last_s) * 1000)
+            tr.last_s = t
+            self.tally.output_tokens += new
+        if finished:
+            self._finish(req_id, tr)
+
+    def _finish(self, req_id: str, tr: _Track) -> None:
+        del self.live[req_id]
+        tally, first = self.tally, tr.first_s if tr.first_s is not None else self.now_s
+        tally.requests += 1
+        tally.preemptions += tr.request.num_preemptions
+        ttft_ms, latency_ms = (first - tr.sent_s) * 1000, (self.now_s - tr.sent_s) * 1000
+        tally.ttft_ms.append(ttft_ms)
+        tally.latency_ms.append(latency_ms)
+        tally.slo_met += _meets(self.slos, ttft_ms, latency_ms, tr.request.num_output_tokens)
+        self.next_step[tr.agent] += 1
+        if self.next_step[tr.agent] < self.steps_per_session:
+            self._send(tr.agent, self.now_s)
+
+    def _error(self, agent: int, kind: str) -> None:
+        # As in a ladder rung, a failed request ends its session.
+        self.tally.requests += 1
+        self.tally.errors += 1
+        self.tally.errors_by_kind[kind] = self.tally.errors_by_kind.get(kind, 0) + 1
+
+    def _stats(self, stats: Any) -> None:
+        tally = self.tally
+        tally.max_kv_usage = max(tally.max_kv_usage, float(stats.kv_cache_usage))
+        waiting = int(stats.num_waiting_reqs) + int(stats.num_skipped_waiting_reqs)
+        tally.waiting_max = max(tally.waiting_max, waiting)
+        pcs = stats.prefix_cache_stats
+        tally.prefix_queries += int(pcs.queries)
+        tally.prefix_hits += int(pcs.hits)
+
+    def _fail_stalled(self) -> None:
+        """vLLM scheduled nothing and nothing will arrive: what waits can never be admitted."""
+        stuck = list(self.live)
+        self._abort(stuck)
+        for req_id in stuck:
+            tr = self.live.pop(req_id)
+            self._error(tr.agent, "not_admitted")
+        self.stop_note = f"{len(stuck)} request(s) could never be admitted: the KV pool cannot hold them"
+
+    def _abort_live(self) -> None:
+        self._abort(list(self.live))
+        self.live.clear()
+        self.arrivals.clear()
+
+    def _abort(self, ids: list[str]) -> None:
+        status = self.engine.api.request.RequestStatus.FINISHED_ABORTED
+        if ids:
+            self.engine.scheduler.finish_requests(ids, status)
+
+    def _result(self, wall_s: float, simulated_s: float) -> RungForecast:
+        t = self.tally
+        verdict = _verdict(t, self.slos, cut=self.stop_note is not None and not t.errors)
+        notes = (self.stop_note,) if self.stop_note else ()
+        return RungForecast(
+            concurrency=self.concurrency,
+            verdict=verdict,
+            regime=regime_of(t.requests, t.errors, t.preemptions, t.waiting_max),
+            requests=t.requests,
+            errors=t.errors,
+            preemptions=t.preemptions,
+            max_kv_usage=t.max_kv_usage,
+            waiting_max=t.waiting_max,
+            prefix_hit_rate=t.prefix_hits / t.prefix_queries if t.prefix_queries else None,
+            ttft_ms_p50=percentile(t.ttft_ms, 50),
+            ttft_ms_p95=percentile(t.ttft_ms, 95),
+            itl_ms_p50=percentile(t.itl_ms, 50),
+            itl_ms_p95=percentile(t.itl_ms, 95),
+            latency_ms_p50=percentile(t.latency_ms, 50),
+            latency_ms_p95=percentile(t.latency_ms, 95),
+            output_tokens_per_s=t.output_tokens / simulated_s if simulated_s > 0 else None,
+            slo_attainment=t.slo_met / t.requests if self.slos and t.requests else None,
+            simulated_s=simulated_s,
+            steps=self.steps,
+            wall_s=wall_s,
+            errors_by_kind=dict(t.errors_by_kind),
+            notes=notes,
+        )
+
+
+def _prompt_done(request: Any) -> bool:
+    return request is not None and request.num_computed_tokens >= request.num_tokens
+
+
+def _meets(slos: dict[str, float], ttft_ms: float, latency_ms: float, output_tokens: int) -> bool:
+    tpot = (latency_ms - ttft_ms) / (output_tokens - 1) if output_tokens > 1 else None
+    values = {"ttft_ms": ttft_ms, "latency_ms": latency_ms, "tpot_ms": tpot}
+    return all(values[k] is None or values[k] <= bound for k, bound in slos.items())  # type: ignore[operator]
+
+
+def _verdict(t: _Tally, slos: dict[str, float], cut: bool) -> str:
+    if t.errors:
+        return "failure"
+    if cut:
+        return "cut"
+    if t.preemptions:
+        return "preemption"
+    if slos and t.requests and t.slo_met / t.requests < SLO_SHARE:
+        return "slo"
+    return "ok"

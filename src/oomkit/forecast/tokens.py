@@ -1,0 +1,82 @@
+"""Token ids for the forecast's requests, laid out as a chat template lays out an agent step:
+template head, system prompt (its shared part first), tools, the user's task, each earlier step's
+action and tool result, this step's metadata. Every part's ids are a pure function of what the
+part is (shared prompt, session i's task, session i's step j result), so what is shared on a real
+server is the same id sequence here, and vLLM's block hashes meet exactly where a server's would."""
+
+from __future__ import annotations
+
+import random
+from array import array
+from dataclasses import dataclass, field
+
+from oomkit.forecast.traffic import SessionShape, Traffic
+
+TOKEN_ID_BASE = 64
+"""Ids start above the range tokenizers keep for special tokens."""
+_VOCAB = list(range(TOKEN_ID_BASE, TOKEN_ID_BASE + (1 << 16)))
+"""One int object per id, shared by every list: a 64k-token prompt costs 8 bytes a token, not 36."""
+OUTPUT_TOKEN_ID = TOKEN_ID_BASE + (1 << 16)
+"""What the synthetic executor samples: one id outside the prompt range, never a stop token."""
+
+
+def part_codes(key: str, n: int) -> array[int]:
+    """n pseudo-random 16-bit codes from a part's name: equal names give equal codes, run after run."""
+    if n <= 0:
+        return array("H")
+    return array("H", random.Random(key).getrandbits(16 * n).to_bytes(2 * n, "little"))
+
+
+def ids_of(codes: array[int]) -> list[int]:
+    return list(map(_VOCAB.__getitem__, codes))
+
+
+@dataclass
+class SessionTokens:
+    """The growing prompt of one session: built once per step, extended step by step."""
+
+    traffic: Traffic
+    index: int
+    shared_head: array[int]
+    history: array[int] = field(default_factory=lambda: array("H"))
+    """Codes, 2 bytes a token: 1,000 live sessions of 64k tokens stay at 128 MB here."""
+    steps_added: int = 0
+
+    @property
+    def shape(self) -> SessionShape:
+        return self.traffic.sessions[self.index]
+
+    def prompt(self, step: int) -> list[int]:
+        """The prompt of agent step `step` (steps are asked for in order)."""
+        self._grow_to(step)
+        t, shape = self.traffic, self.shape
+        codes = self.history + part_codes(
+            f"s{self.index}:meta{step}", t.template_message_tokens + shape.steps[step].meta_tokens
+        )
+        measured = shape.steps[step].prompt_tokens
+        if measured is not None:  # the server's own count: the rest of the template goes last
+            codes = codes[:measured] + part_codes(f"s{self.index}:tail{step}", measured - len(codes))
+        return ids_of(codes)
+
+    def _grow_to(self, step: int) -> None:
+        t, shape = self.traffic, self.shape
+        if not self.history:
+            own = part_codes(f"s{self.index}:system", shape.system_own_tokens)
+            task = part_codes(f"s{self.index}:task", t.template_message_tokens + shape.task_tokens)
+            self.history = self.shared_head + own + task
+        while self.steps_added < step:
+            j = self.steps_added
+            added = 2 * t.template_message_tokens + shape.steps[j].adds_history_tokens
+            self.history += part_codes(f"s{self.index}:step{j}", added)
+            self.steps_added += 1
+
+
+def shared_head(traffic: Traffic) -> array[int]:
+    """Template header, the system prompt's shared part and the tools: identical in every session."""
+    t = traffic
+    head = part_codes("template", t.template_head_tokens + t.template_message_tokens)
+    return head + part_codes("system", t.system_shared_tokens) + part_codes("tools", t.tools_tokens)
+
+
+def session_tokens(traffic: Traffic, index: int, head: array[int]) -> SessionTokens:
+    return SessionTokens(traffic, index % len(traffic.sessions), head)
