@@ -33,6 +33,9 @@ EXPECTED = {
     "decode.log": ("serving_decode", True, "medium", None),
     # Model construction running out of memory: weight loading, not serving.
     "unquant.log": ("weight_loading", True, None, None),
+    # A worker killed by SIGILL (exit code -4) on its first request: the build's instructions do not run
+    # on this host (a real vLLM 0.32 CPU log from this machine, after its VM's CPU changed): environment.
+    "sigill.log": ("environment", False, "high", "template"),
     # V0's engine loop hung past ENGINE_ITERATION_TIMEOUT_S: a timeout, not a decode failure.
     "iter.log": ("timeout", False, "high", "template"),
 }

@@ -406,6 +406,18 @@ FAILURES: tuple[Failure, ...] = (
         "vLLM/torch/CUDA error texts; recipe requirements (CUDA 13, driver r580+)",
     ),
     Failure(
+        "E-SIGILL",
+        _re(r"died unexpectedly \(exit code: -4\)|exit code -4\b|Illegal instruction|\bSIGILL\b"),
+        "environment",
+        "environment",
+        False,
+        71,
+        "a process died of an illegal instruction (SIGILL): the vLLM/torch build uses CPU instructions this host "
+        "does not execute (a build for another CPU, or a VM whose CPU features changed)",
+        "Worker proc VllmWorker-0 died unexpectedly (exit code: -4), shutting down executor.",
+        "vllm/v1/executor/multiproc_executor.py (worker monitor); signal 4 is SIGILL (signal(7))",
+    ),
+    Failure(
         "E-READY",
         _re(
             r"Timed out waiting for (?:new )?engine core processes to start|Timed out waiting for engines to send ?initial message|Timed out waiting for READY|Did not receive response from front-end process within|Engine core .* did not become ready|TimeoutError: Timed out"
