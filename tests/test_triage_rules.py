@@ -36,3 +36,16 @@ def test_markers_reach_their_phase_as_a_full_line():
 
 def test_figure_sources_noted():
     assert all(f.source for f in FIGURES)
+
+
+def test_corpus_checker_knows_the_same_phases():
+    """corpus/check_corpus.py repeats the phase list so it runs before oomkit is installed: keep them equal."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "corpus" / "check_corpus.py"
+    spec = importlib.util.spec_from_file_location("check_corpus", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.PHASES == set(PHASES)

@@ -11,10 +11,7 @@ from oomkit.plan.layouts import Layout, pp_partition
 from oomkit.plan.model import ModelShape
 from oomkit.plan.quant import KvDtype
 from oomkit.plan.state import StateConfig, hybrid_block_size, state_bytes
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
+from oomkit.units import cdiv
 
 
 @dataclass(frozen=True)

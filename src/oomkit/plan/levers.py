@@ -188,25 +188,8 @@ def _replayssm(p: Plan) -> Lever:
 
 
 def _more_gpus(p: Plan) -> Lever:
+    """Double TP inside the NVLink domain, else double PP across domains."""
     lay = p.layout
-    if lay.tp * 2 <= p.gpu.nvlink_domain:
-        return _try(
-            p,
-            "more_gpus",
-            "more GPUs",
-            f"--tensor-parallel-size {lay.tp * 2}",
-            tp=lay.tp * 2,
-            pp=lay.pp,
-            gpus=None,
-            dp=lay.dp,
-        )
-    return _try(
-        p,
-        "more_gpus",
-        "more GPUs",
-        f"--pipeline-parallel-size {lay.pp * 2}",
-        pp=lay.pp * 2,
-        tp=lay.tp,
-        gpus=None,
-        dp=lay.dp,
-    )
+    tp, pp = (lay.tp * 2, lay.pp) if lay.tp * 2 <= p.gpu.nvlink_domain else (lay.tp, lay.pp * 2)
+    flag = f"--tensor-parallel-size {tp}" if tp != lay.tp else f"--pipeline-parallel-size {pp}"
+    return _try(p, "more_gpus", "more GPUs", flag, tp=tp, pp=pp, gpus=None, dp=lay.dp)

@@ -10,12 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from oomkit.plan.model import ModelShape
+from oomkit.units import cdiv
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1}
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 @dataclass(frozen=True)
