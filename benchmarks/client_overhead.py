@@ -146,8 +146,8 @@ def serve(port: int, started, done, tokens, ready, burst: int = 8) -> None:
 # --- the two clients (each in its own process) ----------------------------------------------
 def oomkit_client(url: str, concurrency: int, requests: int, output_len: int) -> None:
     sys.path.insert(0, str(REPO / "src"))
-    from oomkit.bench.engine import run_async
     from oomkit.client import ChatClient, ChatRequest, ClientOptions
+    from oomkit.loadrun.engine import run_async
 
     async def main() -> list[float]:
         body = {

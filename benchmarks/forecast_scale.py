@@ -65,7 +65,7 @@ def one(layout: str, sessions: int, window_s: float, time_limit_s: float, worklo
         "sessions": sessions,
         "engines": lay.engines,
         "verdict": rung.verdict,
-        "requests_finished_per_engine": rung.requests,
+        "requests_finished": rung.requests,
         "steps": rung.steps,
         "simulation_wall_s": round(rung.wall_s, 1),
         "steps_per_s": round(rung.steps / rung.wall_s, 1) if rung.wall_s else None,

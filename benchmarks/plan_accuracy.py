@@ -212,7 +212,7 @@ def fixture_cases(shared: Path) -> tuple[list[dict[str, Any]], list[str]]:
         other = (figs.get("other") or {}).get("ok_run_20k")
         if other and case == "002":  # the same deployment at max_model_len 20000: calibrate on 29k, predict 20k
             cal, _ = calibrate(req, [str(log)])
-            nxt = plan(replace(req, max_model_len=20000, assume=cal["assume"]), model=shape)
+            nxt = plan(replace(req, max_model_len=20000, assume=cal.assume), model=shape)
             rows.append(budget_row(case, "kv_cache_gib @20k (calibrated on 29k)", other["kv_cache_size_gib"], nxt))
             rows.append(
                 row(

@@ -3,8 +3,10 @@ starts and restarts counted (only server-side modes may restart vLLM).
 
     flock /tmp/oomkit-vllm.lock .venv/bin/python benchmarks/time_to_verdict.py [--profile P] [--repeats N] [--runs R]
 
-Default profile: testbed-small-kv with the tool-call parser on (the workload's tool step names a
-tool); `--profile examples/testbed-hybrid.yaml` adds the retention comparison (one restart).
+Default: the demo's investigation, testbed-hybrid-small-kv with the greedy testbed workload: all
+three comparisons, the retention one on a second server (one restart). `--profile
+examples/testbed-small-kv.yaml --workload examples/workload-testbed.yaml` is the llama testbed,
+where retention does not apply (one server start).
 """
 
 from __future__ import annotations
@@ -16,35 +18,32 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 
 from oomkit.investigate import InvestigateOptions, investigate  # noqa: E402
 
 
-def tools_profile(out: Path, base: Path) -> Path:
-    data = yaml.safe_load(base.read_text())
-    data["args"].update(enable_auto_tool_choice=True, tool_call_parser="hermes")
-    path = out / f"{base.stem}-tools.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
+def _comparisons(compare_dir: str | None) -> list[str]:
+    if not compare_dir:
+        return []
+    return list(json.loads((Path(compare_dir) / "compare.json").read_text())["comparisons"])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--profile", default=str(REPO / "examples" / "testbed-small-kv.yaml"))
+    ap.add_argument("--profile", default=str(REPO / "examples" / "testbed-hybrid-small-kv.yaml"))
+    ap.add_argument("--workload", default=str(REPO / "examples" / "workload-testbed-greedy.yaml"))
     ap.add_argument("--requirements", default=str(REPO / "examples" / "requirements-testbed.yaml"))
     ap.add_argument("--repeats", type=int, default=2, help="cells per compared mode")
     ap.add_argument("--runs", type=int, default=1, help="investigations in a row (verdicts must agree)")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="oomkit-ttv-") as tmp:
-        profile = tools_profile(Path(tmp), Path(a.profile))
         rows = []
         for i in range(a.runs):
             began = time.monotonic()
-            r = investigate(str(profile), a.requirements, InvestigateOptions(repeats=a.repeats, runs_dir=f"{tmp}/runs"))
+            opts = InvestigateOptions(workload=a.workload, repeats=a.repeats, runs_dir=f"{tmp}/runs")
+            r = investigate(a.profile, a.requirements, opts)
             rows.append(
                 {
                     "run": i + 1,
@@ -54,6 +53,7 @@ def main() -> None:
                     "stages_s": r.timings_s,
                     "server_starts": r.server_starts,
                     "restarts": r.restarts,
+                    "comparisons": sorted(_comparisons(r.run_dirs.get("compare"))),
                     "capacity": r.decision["numbers"].get("capacity_concurrency"),
                     "headroom_pct": r.decision["numbers"].get("headroom_pct"),
                 }

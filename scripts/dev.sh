@@ -28,7 +28,10 @@ case "${1:-test}" in
         # its triage verdict, and the investigation runs on its own server.
         .venv/bin/oomkit launch examples/testbed-healthy.yaml --check \
           || echo "demo: the launch check failed (verdict above); the investigation runs anyway"
-        .venv/bin/oomkit investigate examples/testbed-small-kv.yaml --requirements examples/requirements-testbed.yaml --repeats 1 ;;
+        # The hybrid testbed shows all three comparisons (retention needs linear-attention layers);
+        # greedy sampling keeps its CPU engine alive (examples/testbed-hybrid.yaml says why).
+        .venv/bin/oomkit investigate examples/testbed-hybrid-small-kv.yaml --requirements examples/requirements-testbed.yaml \
+          --workload examples/workload-testbed-greedy.yaml --repeats 1 ;;
   test) setup; shift || true
         # The quality gate: lint, format and types (config in pyproject.toml), the corpus, then the tests.
         .venv/bin/ruff check src tests benchmarks scripts corpus

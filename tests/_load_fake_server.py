@@ -9,7 +9,6 @@ import asyncio
 import json
 import math
 import threading
-import time
 from typing import Any
 
 VLLM_DEAD = {
@@ -117,9 +116,14 @@ class FakeOpenAI:
             self._server.close()
             for w in list(self._writers):
                 w.transport.abort()
+            done.set()
 
-        self._loop.call_soon_threadsafe(_kill)
-        time.sleep(0.05)
+        done = threading.Event()
+        if threading.current_thread() is self._thread:
+            _kill()  # from a handler: the loop is this thread, waiting for it would block it
+        else:
+            self._loop.call_soon_threadsafe(_kill)
+            done.wait(5)  # the caller goes on once nothing listens and every stream is cut
 
     def stop(self) -> None:
         self.kill()

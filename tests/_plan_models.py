@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from oomkit.testbed.model import make_model
+from oomkit.testbed.model import ModelSpec, make_model
 
 MLA_SHAPE = dict(
     hidden_size=256,
@@ -32,7 +32,7 @@ MLA_SHAPE = dict(
 def make(kind: str, out: Path, **kw: object) -> Path:
     if kind == "mla":
         return make_mla(out)
-    return make_model(out, kind, **kw)  # type: ignore[arg-type]
+    return make_model(out, ModelSpec(kind, **kw))  # type: ignore[arg-type]
 
 
 def make_mla(out: Path) -> Path:

@@ -13,13 +13,13 @@ import time
 import pytest
 from _load_fake_server import FakeOpenAI
 
-from oomkit.bench import BenchOptions, bench, parse_slos, percentile, summarise
-from oomkit.bench.prepare import TargetSpec
-from oomkit.bench.stats import meets
+from oomkit.bench import BenchOptions, bench
 from oomkit.cli import main
 from oomkit.client.records import RequestRecord
 from oomkit.errors import UsageError
 from oomkit.fsio import read_jsonl
+from oomkit.loadrun.prepare import TargetSpec
+from oomkit.loadrun.stats import meets, parse_slos, percentile, summarise
 
 WL = {
     "name": "b",
@@ -231,9 +231,9 @@ class _Triage:
     ],
 )
 def test_failure_from_the_server_log(verdict, source, phase):
-    from oomkit.bench.failure import classify
-    from oomkit.bench.target import Target
     from oomkit.client.probe import ServerInfo
+    from oomkit.loadrun.failure import classify
+    from oomkit.loadrun.target import Target
 
     target = Target(
         "http://127.0.0.1:9", ServerInfo("http://127.0.0.1:9", "m", ("m",), None), triage=lambda: _Triage(verdict)

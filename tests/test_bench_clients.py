@@ -17,8 +17,8 @@ import pytest
 from _load_fake_server import FakeOpenAI
 
 from oomkit.bench import BenchOptions, bench
-from oomkit.bench.prepare import TargetSpec
 from oomkit.errors import UsageError
+from oomkit.loadrun.prepare import TargetSpec
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
 WL = {

@@ -253,6 +253,7 @@ def test_a_keep_alive_connection_closed_while_idle_is_replaced():
 
     async def go():
         served = []
+        closed = asyncio.Event()
 
         async def handle(reader, writer):
             await reader.readuntil(b"\r\n\r\n")
@@ -260,12 +261,14 @@ def test_a_keep_alive_connection_closed_while_idle_is_replaced():
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}")
             await writer.drain()
             writer.close()
+            await writer.wait_closed()
+            closed.set()
 
         server = await asyncio.start_server(handle, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         async with httpx.AsyncClient(mounts={"http://": Http11Transport()}) as c:
             first = await c.get(f"http://127.0.0.1:{port}/a")
-            await asyncio.sleep(0.05)
+            await asyncio.wait_for(closed.wait(), 10)  # the pooled connection is dead before the next request
             second = await c.get(f"http://127.0.0.1:{port}/b")
         server.close()
         return first.status_code, second.status_code, len(served)

@@ -292,3 +292,189 @@ def test_calibrating_on_a_run_without_enough_answers_is_a_clear_error(tmp_path):
     (run / "requests.jsonl").write_text((FIXTURE_RUN / "requests.jsonl").read_text().splitlines()[0] + "\n")
     with pytest.raises(InputError, match="too few answered requests"):
         calibrate(run)
+
+
+# -- layouts and the DP router (issue 17 item 4) --------------------------------------------------
+
+
+def test_the_router_follows_vllms_dp_balancer_by_hand():
+    """DPLBAsyncMPClient.get_core_engine_for_request (vllm/v1/engine/core_client.py), worked by hand."""
+    from oomkit.forecast.router import DpRouter
+
+    idle = {0: (0, 0, 0.0), 1: (0, 0, 0.0), 2: (0, 0, 0.0)}
+    r = DpRouter(3)
+    # A burst on idle engines: scores 0,0,0 from start 0 -> e0 (waiting+1, start 1); from start 1 -> e1;
+    # from start 2 -> e2; then every score is 1 (in-flight 1, waiting 1) and the scan starts at 0 -> e0.
+    assert [r.route(0.0, idle.__getitem__) for _ in range(4)] == [0, 1, 2, 0]
+    assert r.inflight == [2, 1, 1]
+
+    # A waiting queue on a full engine is penalised: e0 scores max(0, 2+1) + 2 x 6 x (0.9 - 0.5) = 7.8,
+    # e1 scores 3: e1. At 50% usage the penalty is 0: 3 = 3 and the first in scan order (e0) wins.
+    full = {0: (2, 1, 0.9), 1: (0, 3, 0.2)}
+    assert DpRouter(2).route(0.0, full.__getitem__) == 1
+    half = {0: (2, 1, 0.5), 1: (0, 3, 0.2)}
+    assert DpRouter(2).route(0.0, half.__getitem__) == 0
+
+
+def test_the_router_sees_engine_counts_only_every_100_ms():
+    from oomkit.forecast.router import DpRouter
+
+    counts = {0: (0, 0, 0.0), 1: (0, 0, 0.0)}
+    r = DpRouter(2)
+    assert r.route(0.0, counts.__getitem__) == 0  # snapshot at t=0; e0 waiting+1; start 1
+    counts[1] = (0, 9, 0.1)  # engine 1 fills up, but the router's snapshot is from t=0
+    assert r.route(0.05, counts.__getitem__) == 1  # stale: e1 scores max(0, 0) = 0, scanned first
+    assert r.route(0.15, counts.__getitem__) == 0  # new snapshot: e0 max(1, 0) = 1 < e1 max(1, 9) = 9
+    # Start 1: the fresh snapshot keeps e1 at 9 (e0: max(2, 1) = 2) -> e0. With the t=0 snapshot it
+    # would have been a tie (e0 max(2, 2), e1 max(1, 2)) won by e1, first in scan order.
+    assert r.route(0.16, counts.__getitem__) == 0
+    r.finished(0)
+    assert r.inflight == [2, 1]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("tp8", [(8, 1, 1, False)]),
+        ("tp8,dep16,tp8xpp2", [(8, 1, 1, False), (1, 1, 16, True), (8, 2, 1, False)]),
+        ("dp2xtp4, TEP8", [(4, 1, 2, False), (8, 1, 1, True)]),
+        ("dep8xtp2", [(2, 1, 8, True)]),
+    ],
+)
+def test_layout_spellings_parse(text, expected):
+    from oomkit.forecast.layouts import parse_layouts
+
+    specs = parse_layouts(text)
+    assert [(s.tp, s.pp, s.dp, s.ep) for s in specs] == expected
+    assert [s.gpus for s in specs] == [tp * pp * dp for tp, pp, dp, _ in expected]
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("tp0", "outside 1..4096"),
+        ("tp8xtp2", "TP size twice"),
+        ("dp2xdep4", "DP size twice"),
+        ("tep8xtp2", "TP size twice"),
+        ("ep8", "is not tpN"),
+        ("tp8;pp2", "is not tpN"),
+        ("tp8,TP8", "twice"),
+        (",", "empty"),
+    ],
+)
+def test_bad_layout_spellings_are_refused_with_exit_2(text, says):
+    from oomkit.forecast.layouts import parse_layouts
+
+    with pytest.raises(InputError) as err:
+        parse_layouts(text)
+    assert says in err.value.message
+    res = cli_run("--model", "llama-3.1-8b", "--gpu", "H100", "--layouts", text)
+    assert isinstance(res.exception, InputError)
+    proc = subprocess.run(
+        [sys.executable, "-m", "oomkit", "forecast", "--model", "llama-3.1-8b", "--gpu", "H100", "--layouts", text],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and says in proc.stderr
+
+
+def test_layouts_and_tp_together_are_a_usage_error(tmp_path):
+    res = cli_run("--model", "llama-3.1-8b", "--gpu", "H100", "--tp", "2", "--layouts", "tp1,dp2")
+    assert isinstance(res.exception, UsageError) and "--layouts" in res.exception.message
+
+
+def test_dep_holds_what_tp_cannot_on_the_same_traffic(tmp_path):
+    """DeepSeek V3.2 (MLA: the latent KV is whole on every GPU) with the same KV memory per GPU: the
+    planner gives TP8 one engine of 53 blocks and DEP8 eight engines of 53 blocks each. The forecast
+    runs one vLLM scheduler per engine with that pool, behind the DP router, on the same sessions."""
+    opts = {"model": "deepseek-v3.2", "gpu": "H200", "max_model_len": 2048, "kv_cache_memory_bytes": 256 << 20}
+    from oomkit.forecast.layouts import parse_layouts
+
+    f = forecast(
+        ForecastRequest(
+            plan=PlanRequest(**opts),
+            workload=workload(tmp_path),
+            concurrency=(8, 32),
+            refine=False,
+            layouts=parse_layouts("tp8,dep8"),
+        )
+    )
+    tp8, dep8 = f.layouts
+    assert (tp8.layout, tp8.engines, dep8.layout, dep8.engines) == ("TP8", 1, "DEP8", 8)
+    for lay, layout in ((tp8, {"tp": 8}), (dep8, {"dp": 8, "ep": True})):
+        p = plan(PlanRequest(**opts, gpus=8, vllm_version="0.32", **layout))  # type: ignore[arg-type]
+        assert lay.plan["num_blocks"] == p.capacity.num_blocks == lay.plan["vllm_kv_cache_tokens"] // 64
+    deployment_tokens = {lay.layout: lay.engines * lay.plan["vllm_kv_cache_tokens"] for lay in f.layouts}
+    assert deployment_tokens["DEP8"] == 8 * deployment_tokens["TP8"]
+    c32 = {lay.layout: lay.rungs[-1] for lay in f.layouts}
+    assert c32["TP8"].concurrency == 32 and c32["TP8"].preemptions > 0 and tp8.knee.concurrency == 32
+    assert c32["DEP8"].preemptions == 0 and dep8.knee.concurrency is None
+    assert c32["DEP8"].max_kv_usage < c32["TP8"].max_kv_usage
+    assert any("lockstep" in n for n in dep8.notes)  # an MoE's DP engines step together
+
+
+def test_dp_engines_are_separate_vllm_schedulers_and_one_engine_is_unchanged(tmp_path):
+    """DP2 of a dense model: two schedulers, each with the plan's pool; at concurrency 2 the burst is
+    spread one per engine, so nothing waits."""
+    from oomkit.forecast.layouts import parse_layouts
+
+    f = forecast(
+        ForecastRequest(
+            plan=small_plan(40),
+            workload=workload(tmp_path),
+            concurrency=(1, 2),
+            refine=False,
+            layouts=parse_layouts("tp1,dp2"),
+        )
+    )
+    one, two = f.layouts
+    assert (one.engines, two.engines) == (1, 2) and two.layout == "TP1xDP2"
+    assert one.rungs[0].requests == two.rungs[0].requests == 3
+    assert two.rungs[1].waiting_max == 0 and two.rungs[1].max_kv_usage <= one.rungs[1].max_kv_usage
+    single = run_forecast(tmp_path, 40, (1, 2), refine=False)
+    assert [r.to_dict() | {"wall_s": 0} for r in single.rungs] == [r.to_dict() | {"wall_s": 0} for r in one.rungs]
+
+
+def test_layouts_json_has_one_entry_per_layout_and_a_layout_that_does_not_load(tmp_path):
+    res = cli_run(
+        *("--model", "llama-3.1-70b", "--gpu", "H100", "--max-model-len", "2048"),
+        *("--workload", workload(tmp_path), "--concurrency", "2", "--no-refine", "--layouts", "tp1,tp4", "--json"),
+    )
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout[res.stdout.index("{") :])
+    assert [lay["layout"] for lay in d["layouts"]] == ["TP1", "TP4"]
+    tp1, tp4 = d["layouts"]
+    assert tp1["rungs"] == [] and tp1["knee"]["reason"] == "does_not_load" and "load" in tp1["error"]
+    assert tp4["error"] is None and tp4["rungs"][0]["concurrency"] == 2 and tp4["step_time"]["tp"] == 4
+
+
+def test_skipping_idle_engines_in_lockstep_gives_the_same_rungs(tmp_path, monkeypatch):
+    """An engine without requests is not scheduled (as vLLM's engine core does not); the rungs equal
+    those of calling every engine's scheduler every step, and idle engines were really skipped."""
+    from oomkit.forecast.lanes import Lane
+    from oomkit.forecast.layouts import parse_layouts
+
+    opts = {"model": "deepseek-v3.2", "gpu": "H200", "max_model_len": 2048, "kv_cache_memory_bytes": 256 << 20}
+    req = ForecastRequest(
+        plan=PlanRequest(**opts),
+        workload=workload(tmp_path),
+        concurrency=(2, 8),
+        refine=False,
+        layouts=parse_layouts("dep8"),
+    )
+    skipped = []
+    idle = Lane.idle
+
+    def counting(lane: Lane) -> bool:
+        skipped.append(idle(lane))
+        return skipped[-1]
+
+    monkeypatch.setattr(Lane, "idle", counting)
+    fast = forecast(req).layouts[0]
+    assert any(skipped)
+    monkeypatch.setattr(Lane, "idle", lambda lane: False)
+    slow = forecast(req).layouts[0]
+    assert fast.rungs[0].requests and [r.to_dict() | {"wall_s": 0} for r in fast.rungs] == [
+        r.to_dict() | {"wall_s": 0} for r in slow.rungs
+    ]

@@ -9,9 +9,10 @@ import json
 import pytest
 from _load_fake_server import FakeOpenAI
 
-from oomkit.bench.prepare import TargetSpec
 from oomkit.cli import main
-from oomkit.ladder import LadderOptions, Rung, find_knee, ladder
+from oomkit.ladder import LadderOptions, ladder
+from oomkit.loadrun.knee import Rung, find_knee
+from oomkit.loadrun.prepare import TargetSpec
 from oomkit.workload import ApproxCounter, materialise, parse_workload
 
 WL = {

@@ -17,10 +17,10 @@ import pytest
 from _load_vllm import vllm_server
 
 from oomkit.bench import BenchOptions, bench
-from oomkit.bench.prepare import TargetSpec
 from oomkit.client import ChatClient, ChatRequest, ClientOptions
 from oomkit.fsio import read_jsonl
 from oomkit.ladder import LadderOptions, ladder
+from oomkit.loadrun.prepare import TargetSpec
 from oomkit.workload import read_request_set
 
 pytestmark = [

@@ -22,6 +22,7 @@ from oomkit.launch import LaunchFailed, check_profile, launched, parse_profile, 
 from oomkit.launch.render import render_result
 from oomkit.launch.runner import check_port, free_port
 from oomkit.rundir import RunDir
+from oomkit.testbed import PROFILES
 
 FAKE_VLLM = textwrap.dedent(r"""
     import http.server, json, os, signal, subprocess, sys, threading, time
@@ -72,11 +73,13 @@ FAKE_VLLM = textwrap.dedent(r"""
             self.send_header("content-length", str(len(body))); self.end_headers(); self.wfile.write(body)
         def do_GET(self):
             if self.path == "/health": self._send(200, {})
-            elif self.path == "/v1/models": self._send(200, {"data": [{"id": model}]})
+            elif self.path == "/v1/models":
+                self._send(200, {"data": [{"id": model}]}); models_answered.set()
             else: self._send(404, {})
         def do_POST(self):
             self.rfile.read(int(self.headers.get("content-length", 0)))
             self._send(200, {"choices": [{"text": " a b c d"}], "usage": {"completion_tokens": 4}})
+    models_answered = threading.Event()  # what oomkit's ready check asks last
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), H)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     say(READY)
@@ -85,8 +88,8 @@ FAKE_VLLM = textwrap.dedent(r"""
         if mode != "stubborn":
             stop.set()
     signal.signal(signal.SIGTERM, on_term)
-    if mode == "die_after_ready":
-        time.sleep(1.5); stop.set()
+    if mode == "die_after_ready":  # once oomkit has seen it ready, however long that took
+        models_answered.wait(); stop.set()
     stop.wait()
     if mode != "setsid_child":
         worker.terminate(); worker.wait()
@@ -416,5 +419,5 @@ def test_cli_unknown_key_and_port_in_use(fake_script: Path, tmp_path: Path, caps
 
 def test_cli_testbed_profiles(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "testbed", "profiles", str(tmp_path))
-    assert code == 0 and len(out.splitlines()) == 6
+    assert code == 0 and len(out.splitlines()) == len(PROFILES)
     assert (tmp_path / "testbed-healthy.yaml").read_text().count("model: testbed:llama") == 1

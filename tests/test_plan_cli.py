@@ -167,13 +167,11 @@ def test_from_log_cpu_fits_runtime_and_reproduces_kv(tmp_path):
     }
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     cal, after = calibrate(PlanRequest(model=str(tmp_path), gpu="cpu"), [str(CPU_LOGS / "startup_ok_tiny.log")])
-    rows = {r["figure"]: r for r in cal["rows"]}
-    assert "cpu_runtime_gib" in cal["assume"]
-    assert rows["available_kv_cache_gib"]["calibrated"] == pytest.approx(
-        rows["available_kv_cache_gib"]["printed"], abs=0.011
-    )
+    rows = {r.figure: r for r in cal.rows}
+    assert "cpu_runtime_gib" in cal.assume
+    assert rows["available_kv_cache_gib"].calibrated == pytest.approx(rows["available_kv_cache_gib"].printed, abs=0.011)
     tokens = rows["kv_cache_tokens"]
-    assert abs(tokens["calibrated"] - tokens["printed"]) / tokens["printed"] < 0.01
+    assert tokens.calibrated is not None and abs(tokens.calibrated - tokens.printed) / tokens.printed < 0.01
 
 
 @pytest.mark.skipif(not FIXTURES.exists(), reason="shared/fixtures not available")

@@ -169,8 +169,12 @@ def test_examples_cover_the_scenarios_the_issue_names() -> None:
         "testbed-small-kv",
         "testbed-prefix-cache",
         "testbed-hybrid",
+        "testbed-hybrid-small-kv",
     }
     assert sorted(p.name for p in EXAMPLES.glob("testbed-*.yaml")) == sorted(f"{n}.yaml" for n in names)
     budget = load_profile(EXAMPLES / "testbed-budget-too-high.yaml")
     assert budget.arg("gpu_memory_utilization") == 0.99 and budget.arg("kv_cache_memory_bytes") is None
     assert load_profile(EXAMPLES / "testbed-hybrid.yaml").model == "testbed:qwen3next"
+    # The demo's investigation: retention 0 so the preset compares it with dense checkpoints (None).
+    demo = load_profile(EXAMPLES / "testbed-hybrid-small-kv.yaml")
+    assert demo.model == "testbed:qwen3next" and demo.arg("prefix_cache_retention_interval") == 0

@@ -18,13 +18,13 @@ from test_decide import FIX, copy_run, launch_folder, requirements
 from test_decide_compare import folders
 
 from oomkit.bench import BenchOptions, bench
-from oomkit.bench.prepare import TargetSpec
 from oomkit.bench.render import render as render_bench
 from oomkit.compare.render import render as render_compare
 from oomkit.decide import DecideOptions, decide
 from oomkit.decide.render import render as render_decision
 from oomkit.ladder.render import render as render_ladder
 from oomkit.ladder.run import LadderResult
+from oomkit.loadrun.prepare import TargetSpec
 from oomkit.report import render
 from oomkit.report.svg import nice_ticks
 from oomkit.units import fmt_pct

@@ -17,10 +17,10 @@ import pytest
 from _load_fake_server import FakeOpenAI
 
 from oomkit.bench import BenchOptions, bench
-from oomkit.bench.prepare import TargetSpec
 from oomkit.cli import main
 from oomkit.fsio import read_jsonl
 from oomkit.ladder import LadderOptions, ladder
+from oomkit.loadrun.prepare import TargetSpec
 from oomkit.rundir import RunDir
 from oomkit.runs import list_runs
 

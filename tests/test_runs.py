@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from oomkit.bench.prepare import TargetSpec
-from oomkit.bench.resume import drop_torn_tails, merge_options, open_resume, record_from_dict
 from oomkit.cli import main
 from oomkit.errors import InputError, UsageError
 from oomkit.fsio import read_jsonl
 from oomkit.ladder import LadderOptions
+from oomkit.loadrun.prepare import TargetSpec
+from oomkit.loadrun.resume import drop_torn_tails, merge_options, open_resume, record_from_dict
 from oomkit.rundir import RunDir
 from oomkit.runs import list_runs, own_create_time, process_alive, render
 

@@ -30,15 +30,26 @@ def _requests(sessions: int, steps: int) -> list[ChatRequest]:
     ]
 
 
-async def _send_all(spec: PoolSpec, url: str, reqs: list[ChatRequest], kill: int | None = None) -> tuple[list, tuple]:
-    endpoint = Endpoint(url, "tiny", None, ClientOptions(timeout_s=30, stall_timeout_s=10))
+async def _send_all(
+    spec: PoolSpec, server: FakeOpenAI, reqs: list[ChatRequest], kill: int | None = None
+) -> tuple[list, tuple]:
+    endpoint = Endpoint(server.url, "tiny", None, ClientOptions(timeout_s=30, stall_timeout_s=10))
     async with open_pool(spec, endpoint) as pool:
         tasks = [asyncio.create_task(pool.chat(r)) for r in reqs]
         if kill is not None:
-            await asyncio.sleep(0.3)
+            await _all_streaming(server, len(reqs))
             _kill(pool, kill)
         records = await asyncio.gather(*tasks)
         return records, pool.clients()
+
+
+async def _all_streaming(server: FakeOpenAI, count: int, timeout_s: float = 60.0) -> None:
+    """Every request has reached the server: the kill lands mid-stream (a request takes ~2 s)
+    however long the client processes took to start."""
+    deadline = time.monotonic() + timeout_s
+    while len(server.requests) < count:
+        assert time.monotonic() < deadline, f"{len(server.requests)} of {count} requests reached the server"
+        await asyncio.sleep(0.02)
 
 
 def _kill(pool: object, index: int) -> None:
@@ -65,7 +76,7 @@ def test_process_clients_send_everything_once() -> None:
     with FakeOpenAI(token_delay_s=0.001) as server:
         reqs = _requests(6, 2)
         before = time.time()
-        records, clients = asyncio.run(_send_all(PoolSpec(2), server.url, reqs))
+        records, clients = asyncio.run(_send_all(PoolSpec(2), server, reqs))
         assert [r.request_id for r in records] == [r.request_id for r in reqs]
         assert all(r.ok for r in records), [r.error for r in records if not r.ok]
         assert len(server.requests) == len(reqs)
@@ -78,7 +89,7 @@ def test_process_clients_send_everything_once() -> None:
 def test_a_killed_client_process_loses_only_its_unfinished_requests() -> None:
     with FakeOpenAI(token_delay_s=0.05, tokens=40) as server:  # about 2 s a request: the kill lands mid-stream
         reqs = _requests(4, 1)
-        records, clients = asyncio.run(_send_all(PoolSpec(2), server.url, reqs, kill=1))
+        records, clients = asyncio.run(_send_all(PoolSpec(2), server, reqs, kill=1))
     lost = [r for r in records if not r.ok]
     assert lost and all(r.error_kind == CLIENT_LOST for r in lost)
     assert {r.session for r in lost} <= {1, 3}  # sessions routed to client 1
@@ -91,7 +102,7 @@ def test_ray_actor_clients_and_one_killed(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     with FakeOpenAI(token_delay_s=0.05, tokens=40) as server:
         reqs = _requests(4, 1)
-        records, clients = asyncio.run(_send_all(PoolSpec(2, RayTarget("local", 2)), server.url, reqs, kill=1))
+        records, clients = asyncio.run(_send_all(PoolSpec(2, RayTarget("local", 2)), server, reqs, kill=1))
     assert [r.request_id for r in records] == [r.request_id for r in reqs]
     assert all(c.where.startswith("ray:") for c in clients)
     lost = [r for r in records if not r.ok]

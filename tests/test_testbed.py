@@ -10,7 +10,7 @@ import pytest
 
 from oomkit.errors import InputError
 from oomkit.launch import load_profile
-from oomkit.testbed import create_testbed, default_model_dir, is_model_dir, make_model, read_spec
+from oomkit.testbed import PROFILES, ModelSpec, create_testbed, default_model_dir, is_model_dir, make_model, read_spec
 
 pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
@@ -79,7 +79,7 @@ def test_qwen3next_is_a_gated_delta_net_hybrid_with_moe(hybrid: Path) -> None:
 
 
 def test_sliding_window_llama_and_seed_reproducibility(tmp_path: Path, llama: Path) -> None:
-    swa = make_model(tmp_path / "swa", "llama", layers=2, sliding_window=128, seed=0)
+    swa = make_model(tmp_path / "swa", ModelSpec("llama", layers=2, sliding_window=128, seed=0))
     cfg = json.loads((swa / "config.json").read_text())
     assert cfg["layer_types"] == ["sliding_attention", "full_attention"] and cfg["sliding_window"] == 128
     assert (swa / "model.safetensors").read_bytes() == (llama / "model.safetensors").read_bytes()
@@ -97,7 +97,7 @@ def test_sliding_window_llama_and_seed_reproducibility(tmp_path: Path, llama: Pa
 )
 def test_bad_shapes_are_refused_before_any_work(tmp_path: Path, kwargs: dict, message: str) -> None:
     with pytest.raises(InputError, match=message):
-        make_model(tmp_path / "m", **kwargs)
+        make_model(tmp_path / "m", ModelSpec(**kwargs))
     assert not (tmp_path / "m").exists()
 
 
@@ -116,7 +116,7 @@ def test_default_location_and_create_testbed(tmp_path: Path, llama: Path, monkey
     assert default_model_dir("llama") == tmp_path / "bed" / "llama"
     bed = create_testbed(kinds=("llama",))
     assert bed.built == () and bed.models == {"llama": tmp_path / "bed" / "llama"}
-    assert len(bed.profiles) == 6
+    assert len(bed.profiles) == len(PROFILES)
     healthy = load_profile(tmp_path / "bed" / "profiles" / "testbed-healthy.yaml")
     assert healthy.model == str(tmp_path / "bed" / "llama")
     hybrid = load_profile(tmp_path / "bed" / "profiles" / "testbed-hybrid.yaml")

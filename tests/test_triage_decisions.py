@@ -38,6 +38,47 @@ EXPECTED = {
     "sigill.log": ("environment", False, "high", "template"),
     # V0's engine loop hung past ENGINE_ITERATION_TIMEOUT_S: a timeout, not a decode failure.
     "iter.log": ("timeout", False, "high", "template"),
+    # The engine's traceback ends in shm_broadcast's dequeue (the wait for a worker's reply), its exception
+    # cut: the worker never answered.
+    "replywait.log": ("timeout", False, "low", "frames"),
+    # IPython/Jupyter frames (`File path.py:N, in Class.method`) through _allocate_kv_cache, under IPython's
+    # header that names the exception class: KV-cache allocation, from the frames.
+    "ipython.log": ("kv_cache_allocation", True, "high", "frames"),
+    # NCCL quoting a CUDA stream-capture error during capture: graph capture, not the network.
+    "capture_nccl.log": ("cudagraph_capture", False, "high", "template"),
+    # vLLM's Ray executor finds no GPU bundle on the driver's node: the cluster's placement.
+    "rayplace.log": ("network_communication", False, "high", "template"),
+    # PyTorch's TCPStore: not every rank joined the rendezvous.
+    "tcpstore.log": ("network_communication", False, "high", "template"),
+    # The KV pool was sized (# GPU blocks) and nothing failed; the excerpt ends before ready.
+    "kvsized.log": ("healthy", False, "low", "marker"),
+    # The last stats line shows the KV cache at 93%: the server ends at the edge of its KV capacity.
+    "nearfull.log": ("cache_pressure", False, "low", "context"),
+    # Only V1's failed-step dump: a model-execution step raised while serving; its exception is cut.
+    "dump.log": ("not_oom_other", False, "low", None),
+    # V0's scheduler ignored a prompt over its limit: a request-length setting.
+    "v0prompt.log": ("not_oom_other", False, "high", "template"),
+    # The dynamic loader cannot find a CUDA library: the installation.
+    "sharedobj.log": ("environment", False, "high", "template"),
+    # V0's wrapper names the method the worker failed in (determine_num_available_blocks): profiling.
+    "workermethod.log": ("memory_profiling", False, "low", "frames"),
+    # Transformers does not know the checkpoint's model_type (AutoConfig): the installation is too old.
+    "modelcfg.log": ("environment", False, "high", "template"),
+    # vLLM's platform refuses the attention backend for this GPU/config (get_attn_backend_cls).
+    "backend.log": ("environment", False, "high", "template"),
+    # Triton/Inductor's JIT build cannot link libcuda (GNU ld), after weights loaded: the host's toolchain.
+    "jitbuild.log": ("environment", False, "high", "template"),
+    # vLLM found no platform (no CUDA/ROCm/CPU detected): the installation.
+    "noplatform.log": ("environment", False, "high", "template"),
+    # An assertion in an attention backend's constructor, then V1's fatal-signal handler kills its own
+    # process tree ("Killed"): environment from the frames, and not a host OOM.
+    "selfkill.log": ("environment", False, "medium", "frames"),
+    # vLLM logs "Cannot use FA version" at error level and falls back to another backend: no failure.
+    "fafallback.log": ("unknown", False, "low", None),
+    # The engine's traceback ends in the multiproc executor's wait for a worker's reply, exception cut.
+    "executorwait.log": ("timeout", False, "low", "frames"),
+    # A lone OOM whose message shows CUDA-graph private pools in use: past graph capture, i.e. serving.
+    "privatepools.log": ("serving_prefill", True, "low", "context"),
 }
 
 

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from oomkit.logs import iter_records, parse_line
 from oomkit.logs import parallel as parallel_scan
 from oomkit.triage import Triage, analyse
-from oomkit.triage.facts import FULL_KV_PCT
 from oomkit.triage.literals import Literal, required_literals
 from oomkit.triage.prefilter import KEY_BYTES, KEY_ERE, PRESSURE, rule_patterns
+from oomkit.triage.stats import FULL_KV_PCT
 
 REPO = Path(__file__).resolve().parents[1]
 LOGS = sorted((REPO / "corpus" / "logs").glob("*.log")) + sorted((REPO / "tests" / "fixtures").rglob("*.log"))

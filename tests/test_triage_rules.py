@@ -4,9 +4,11 @@ keeps it (a rule the prefilter drops would silently never fire on a large log)."
 import pytest
 
 from oomkit.logs import parse_line
-from oomkit.triage.facts import FIGURES
+from oomkit.triage.failures import FAILURES
+from oomkit.triage.figures import FIGURES
+from oomkit.triage.markers import MARKERS
 from oomkit.triage.prefilter import LIVE_KEY as KEY
-from oomkit.triage.rules import FAILURES, MARKERS, PHASES, TIMELINE
+from oomkit.triage.rules import PHASES, TIMELINE
 
 RULES = list(MARKERS) + list(FAILURES)
 

@@ -12,14 +12,14 @@ import pytest
 from _load_fake_server import FakeOpenAI
 
 from oomkit.bench import BenchOptions, bench
-from oomkit.bench.failure import PHASE_BY_ERROR, classify
-from oomkit.bench.prepare import TargetSpec
-from oomkit.bench.target import Target
 from oomkit.cli import main
 from oomkit.client.probe import ServerInfo
 from oomkit.client.records import RequestRecord
 from oomkit.fsio import read_jsonl
 from oomkit.ladder import LadderOptions, ladder
+from oomkit.loadrun.failure import PHASE_BY_ERROR, classify
+from oomkit.loadrun.prepare import TargetSpec
+from oomkit.loadrun.target import Target
 from oomkit.workload import ApproxCounter, RequestSet, SetRequest, materialise, parse_workload, read_request_set
 from oomkit.workload.fit import (
     TEMPLATE_TOKENS_PER_MESSAGE,

@@ -104,6 +104,8 @@ def read_text_limited(path: str | os.PathLike[str], limit_bytes: int, what: str,
         raise InputError(f"{p}: no such {what}", hint=hint) from None
     except OSError as err:  # a folder, no permission, an I/O error
         raise InputError(f"{p}: cannot read the {what} ({err.strerror or err})", hint=hint) from None
+    except ValueError:  # a path with a NUL byte, e.g. read from a damaged file
+        raise InputError(f"{str(p)!r}: not a usable path for a {what} (it holds a NUL byte)", hint=hint) from None
     if len(data) > limit_bytes:
         raise InputError(
             f"{p}: more than {_size(limit_bytes)}, the limit for a {what}",

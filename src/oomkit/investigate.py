@@ -13,11 +13,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from oomkit.bench.prepare import fit_to_target, request_set_for
-from oomkit.bench.progress import NoProgress, Progress
-from oomkit.bench.target import Target, profile_target
 from oomkit.client.chat import ClientOptions
 from oomkit.compare import CompareOptions, cache_vs_context, compare
+from oomkit.compare.preset import PresetOptions
 from oomkit.decide import DecideOptions, decide, load_requirements
 from oomkit.decide.requirements import Requirements
 from oomkit.errors import InputError
@@ -25,8 +23,14 @@ from oomkit.fsio import write_json_atomic
 from oomkit.ladder import LadderOptions
 from oomkit.ladder.run import run_steps
 from oomkit.launch import LaunchFailed, load_profile
+from oomkit.loadrun.context import LoadContext
+from oomkit.loadrun.folder import FolderSpec, resume_or_create
+from oomkit.loadrun.prepare import fit_to_target, request_set_for
+from oomkit.loadrun.progress import NoProgress, Progress
+from oomkit.loadrun.target import Target, profile_target
 from oomkit.report import render
-from oomkit.rundir import RunDir, find_run, redact_obj
+from oomkit.rundir import RunDir, redact_obj
+from oomkit.serial import JsonObject
 
 STAGES = ("env", "ladder", "compare", "decision", "report")
 # Steps before the concurrency rungs: a ladder that stops there has no capacity to compare.
@@ -56,13 +60,13 @@ class InvestigateResult:
     summary: str
     checklist: dict[str, str]
     report_html: str
-    run_dirs: dict[str, Any]
+    run_dirs: dict[str, str | None]
     timings_s: dict[str, float]
     server_starts: int
     restarts: int
     decision: dict[str, Any]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         out = asdict(self)
         out["run_dir"] = str(self.run_dir)
         return out
@@ -93,29 +97,28 @@ def _say(opts: InvestigateOptions, text: str) -> None:
 
 
 def _folder(profile: str, req: Requirements, opts: InvestigateOptions) -> RunDir:
-    if opts.resume:
-        run = find_run(opts.resume, opts.runs_dir)
-        inv = run.manifest().get("investigation") or {}
-        if run.manifest().get("kind") != "investigation":
-            raise InputError(f"{run.path}: not an investigation folder")
-        if inv.get("profile") != str(Path(profile).resolve()):
-            raise InputError(
-                f"{run.path} investigated {inv.get('profile')}, not {profile}",
-                hint="resume with the same profile, or start a new investigation",
-            )
-        run.update(state="running")
-        return run
-    run = RunDir.create(opts.runs_dir, f"investigate-{req.name}", kind="investigation")
-    run.update(
-        investigation={
+    record: JsonObject = {
+        "investigation": {
             "profile": str(Path(profile).resolve()),
             "requirements": req.source,
             "team": opts.team,
             "repeats": opts.repeats,
             "workload": opts.workload,
         }
-    )
-    return run
+    }
+    folder = FolderSpec("investigation", f"investigate-{req.name}", record)
+    return resume_or_create(opts.resume, opts.runs_dir, folder, lambda run: _same_profile(run, profile))
+
+
+def _same_profile(run: RunDir, profile: str) -> None:
+    inv = run.manifest().get("investigation") or {}
+    if run.manifest().get("kind") != "investigation":
+        raise InputError(f"{run.path}: not an investigation folder")
+    if inv.get("profile") != str(Path(profile).resolve()):
+        raise InputError(
+            f"{run.path} investigated {inv.get('profile')}, not {profile}",
+            hint="resume with the same profile, or start a new investigation",
+        )
 
 
 def _env(state: _State, opts: InvestigateOptions) -> None:
@@ -160,11 +163,9 @@ def _ladder(
     _say(opts, f"ladder on {target.base_url} (up to {lopts.max_concurrency} concurrent dialogs)")
     if fit_note:
         _say(opts, fit_note)
-    result = asyncio.run(
-        run_steps(
-            target, run, rs, lopts, opts.client, opts.memory, opts.progress, tuple(n for n in (note, fit_note) if n)
-        )
-    )
+    notes = tuple(n for n in (note, fit_note) if n)
+    ctx = LoadContext(target, run, rs, opts.client, opts.memory, opts.progress, notes)
+    result = asyncio.run(run_steps(ctx, lopts))
     state.done(
         "ladder",
         {
@@ -184,9 +185,8 @@ def _compare(state: _State, profile: str, req: Requirements, target: Target | No
         return
     began = time.monotonic()
     request_set = str(Path(ladder["run_dir"]) / "request-set.jsonl")
-    preset = cache_vs_context(
-        profile, request_set, req.concurrent_dialogs, opts.repeats, steps=req.agent_steps_per_dialog
-    )
+    popts = PresetOptions(repeats=opts.repeats, steps=req.agent_steps_per_dialog)
+    preset = cache_vs_context(profile, request_set, req.concurrent_dialogs, popts)
     previous = state.stages.get("compare_folder") or None
 
     def remember(folder: RunDir) -> None:
@@ -266,7 +266,7 @@ def investigate(profile: str, requirements: str, opts: InvestigateOptions = Inve
     state.done("report", str(html), began)
     comp = state.stages.get("compare") or {}
     restarts, starts = int(comp.get("restarts") or 0), state.starts + int(comp.get("server_starts") or 0)
-    run_dirs = {
+    run_dirs: dict[str, str | None] = {
         "investigation": str(state.run.path),
         "ladder": state.stages["ladder"]["run_dir"],
         "compare": (state.stages.get("compare") or {}).get("run_dir"),

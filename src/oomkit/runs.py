@@ -18,6 +18,7 @@ from typing import Any
 
 from oomkit.errors import WRONG_SHAPE, InputError, UsageError
 from oomkit.rundir import MANIFEST, SCHEMA, STATES, RunDir
+from oomkit.serial import JsonObject
 
 UNREADABLE = "unreadable"
 LIST_STATES = STATES + (UNREADABLE,)
@@ -50,7 +51,7 @@ class RunInfo:
     resumable: bool
     resume_command: str | None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {**asdict(self), "path": str(self.path)}
 
 

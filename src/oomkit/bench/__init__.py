@@ -1,34 +1,12 @@
-"""Target load against one server (`oomkit bench`), and the engine the ladder shares: streaming
-client, /metrics every second, server memory, run-folder records."""
+"""Target load against one server (`oomkit bench`): N concurrent agent sessions on the shared load
+engine (oomkit.loadrun), with client figures, /metrics deltas, peak memory, agent-loop success and
+goodput; `--clients` streams from client processes or Ray actors into the one run folder."""
 
-from oomkit.bench.engine import Load, SessionOutcome, Window
-from oomkit.bench.failure import Failure, classify
-from oomkit.bench.prepare import TargetSpec, open_target, request_set_for
-from oomkit.bench.progress import NoProgress, Progress
-from oomkit.bench.run import AgentStats, BenchOptions, BenchResult, bench, run_load
-from oomkit.bench.stats import ClientStats, parse_slos, percentile, summarise
-from oomkit.bench.target import Target, url_target
+from oomkit.bench.run import BenchOptions, BenchResult, bench, run_load
 
 __all__ = [
-    "AgentStats",
     "BenchOptions",
     "BenchResult",
-    "ClientStats",
-    "Failure",
-    "Load",
-    "NoProgress",
-    "Progress",
-    "SessionOutcome",
-    "Target",
-    "TargetSpec",
-    "Window",
     "bench",
-    "classify",
-    "open_target",
-    "parse_slos",
-    "percentile",
-    "request_set_for",
     "run_load",
-    "summarise",
-    "url_target",
 ]

@@ -9,8 +9,8 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from oomkit.bench.target import Target
 from oomkit.client.chat import ClientOptions
+from oomkit.loadrun.target import Target
 from oomkit.rundir import RunDir
 from oomkit.scaleout.clients import ClientPool, Endpoint, PoolSpec, open_pool
 from oomkit.scaleout.ray_backend import RayTarget

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from oomkit.bench.run import BenchResult
-from oomkit.ladder.render import table
+from oomkit.loadrun.table import table
 from oomkit.units import NONE, fmt_count, fmt_ms, fmt_number, fmt_pct, fmt_rate, fmt_size
 
 

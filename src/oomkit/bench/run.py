@@ -7,22 +7,24 @@ import asyncio
 import contextlib
 import time
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
-from oomkit.bench.engine import Load, SessionOutcome, Window, run_async
-from oomkit.bench.failure import Failure, classify, length_note
+from oomkit.bench.earlier import SESSIONS_FILE, Earlier, read_earlier
 from oomkit.bench.pool import client_pool, record_clients
-from oomkit.bench.prepare import TargetSpec, open_target, run_folder
-from oomkit.bench.progress import NoProgress, Progress
-from oomkit.bench.resume import SESSIONS_FILE, Earlier, new_request_set, open_resume, read_earlier
-from oomkit.bench.stats import ClientStats, ClientTally
-from oomkit.bench.target import Target
 from oomkit.client.chat import ClientOptions
 from oomkit.errors import InputError, RunFailed, UsageError
 from oomkit.fsio import write_json_atomic
+from oomkit.loadrun.context import LoadContext
+from oomkit.loadrun.engine import Load, SessionBatch, SessionOutcome, Window, run_async
+from oomkit.loadrun.failure import classify, length_note
+from oomkit.loadrun.prepare import TargetSpec, open_target, run_folder
+from oomkit.loadrun.progress import NoProgress, Progress
+from oomkit.loadrun.result import AgentStats, ResultHeader, header_from
+from oomkit.loadrun.resume import LoadSpec, new_request_set, open_resume
+from oomkit.loadrun.stats import ClientStats, ClientTally
 from oomkit.metrics.deltas import MetricDeltas
-from oomkit.rundir import RunDir, redact_obj
+from oomkit.rundir import redact_obj
+from oomkit.serial import JsonObject
 from oomkit.workload.requestset import RequestSet
 
 MAX_CLIENTS = 1024
@@ -57,85 +59,62 @@ class BenchOptions:
             raise UsageError("--ray runs the clients as Ray actors: give --clients N (2 or more) with it")
 
 
-@dataclass(frozen=True)
-class AgentStats:
-    sessions: int
-    succeeded: int
-    """Finished every step with no error and every tool call valid."""
-    failed: int
-    cut: int
-    """Stopped by the end of the run (duration, a dead server, Ctrl-C): not counted in the share."""
-    success_share: float | None
+# bench.json's keys in the order it has always written them.
+BENCH_KEYS = (
+    "run_dir",
+    "request_set_id",
+    "ran",
+    "options",
+    "duration_s",
+    "client",
+    "server",
+    "agents",
+    "peak_memory_bytes",
+    "memory_source",
+    "failure",
+    "died",
+    "interrupted",
+    "target",
+    "notes",
+)
 
-    @classmethod
-    def of(cls, outcomes: list[SessionOutcome]) -> AgentStats:
-        ok = sum(o.ok for o in outcomes)
-        cut = sum(o.cut for o in outcomes)
-        failed = len(outcomes) - ok - cut
-        judged = ok + failed
-        return cls(len(outcomes), ok, failed, cut, ok / judged if judged else None)
 
-
-@dataclass(frozen=True)
-class BenchResult:
-    run_dir: Path
-    request_set_id: str
+@dataclass(frozen=True, kw_only=True)
+class BenchResult(ResultHeader):
     options: BenchOptions
     duration_s: float
     client: ClientStats
     server: MetricDeltas
     agents: AgentStats
     peak_memory_bytes: int | None
-    memory_source: str
-    failure: Failure | None
     died: bool
     """The server stopped serving during the run (engine dead or gone)."""
-    interrupted: bool
-    target: dict[str, Any] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-    ran: bool = True
-    """False when --resume found the bench already finished: nothing was sent, this is its record."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_dir": str(self.run_dir),
-            "request_set_id": self.request_set_id,
-            "ran": self.ran,
+    def to_dict(self) -> JsonObject:
+        body: JsonObject = {
             "options": asdict(self.options),
             "duration_s": round(self.duration_s, 3),
             "client": self.client.to_dict(),
             "server": self.server.to_dict(),
             "agents": asdict(self.agents),
             "peak_memory_bytes": self.peak_memory_bytes,
-            "memory_source": self.memory_source,
-            "failure": self.failure.to_dict() if self.failure else None,
             "died": self.died,
-            "interrupted": self.interrupted,
-            "target": self.target,
-            "notes": list(self.notes),
         }
+        return self.json_in_order(body, BENCH_KEYS)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], notes: tuple[str, ...] = ()) -> BenchResult:
         """bench.json as the result that wrote it."""
         server = {k: v for k, v in d["server"].items() if k in {f.name for f in fields(MetricDeltas)}}
-        failure = d.get("failure")
         return cls(
-            Path(d["run_dir"]),
-            d.get("request_set_id", ""),
-            BenchOptions(**d["options"]),
-            float(d.get("duration_s") or 0.0),
-            ClientStats(**d["client"]),
-            MetricDeltas(**server),
-            AgentStats(**d["agents"]),
-            d.get("peak_memory_bytes"),
-            str(d.get("memory_source") or ""),
-            Failure(**failure) if isinstance(failure, dict) else None,
-            bool(d.get("died")),
-            bool(d.get("interrupted")),
-            dict(d.get("target") or {}),
-            tuple(d.get("notes") or ()) + notes,
-            ran=False,
+            **header_from(d, notes),
+            options=BenchOptions(**d["options"]),
+            duration_s=float(d.get("duration_s") or 0.0),
+            client=ClientStats(**d["client"]),
+            server=MetricDeltas(**server),
+            agents=AgentStats(**d["agents"]),
+            peak_memory_bytes=d.get("peak_memory_bytes"),
+            died=bool(d.get("died")),
         )
 
 
@@ -144,45 +123,31 @@ def _sessions(rs: RequestSet, count: int | None) -> list[list[Any]]:
     return sessions if count is None else [sessions[i % len(sessions)] for i in range(count)]
 
 
-async def run_load(
-    target: Target,
-    run: RunDir,
-    rs: RequestSet,
-    opts: BenchOptions,
-    client: ClientOptions,
-    memory: str,
-    progress: Progress,
-    notes: tuple[str, ...] = (),
-    *,
-    earlier: Earlier = Earlier(),
-    attempt: int = 0,
-) -> BenchResult:
+async def run_load(ctx: LoadContext, opts: BenchOptions, earlier: Earlier = Earlier()) -> BenchResult:
     """Run the sessions (those `earlier` attempts finished are not run again); the result covers all."""
+    target, run, rs, progress = ctx.target, ctx.run_dir, ctx.request_set, ctx.progress
     interrupted = False
     outcomes: list[SessionOutcome] = []
     sessions = _sessions(rs, opts.sessions)
     windows: list[Window] = []
     skip = earlier.finished
     ended = run.jsonl(SESSIONS_FILE, "one line per ended agent session (--resume skips the finished ones)")
+
+    def on_outcome(outcome: SessionOutcome) -> None:
+        outcomes.append(outcome)
+        ended.append({**asdict(outcome), "attempt": ctx.attempt})
+
     # A bench may run for hours: its window keeps figures, not records (they are on disk).
     async with (
-        client_pool(opts, target, client) as pool,
-        Load(target, run, client, memory, attempt=attempt, keep_records=False, pool=pool) as load,
+        client_pool(opts, target, ctx.client) as pool,
+        Load(ctx, keep_records=False, pool=pool) as load,
     ):
         deadline = time.monotonic() + opts.duration_s if opts.duration_s else None
         progress.start("bench", None if deadline else sum(len(s) for i, s in enumerate(sessions) if i not in skip))
         try:
             async with load.window("bench") as windows:
-                outcomes = await load.run_sessions(
-                    sessions,
-                    opts.concurrency or 1,
-                    cycle=deadline is not None,
-                    deadline=deadline,
-                    progress=progress,
-                    outcomes=outcomes,
-                    skip=skip,
-                    on_outcome=lambda o: ended.append({**asdict(o), "attempt": attempt}),
-                )
+                batch = SessionBatch(sessions, opts.concurrency or 1, deadline=deadline, skip=skip)
+                await load.run_sessions(batch, on_outcome)
         except asyncio.CancelledError:
             interrupted = True
         finally:
@@ -193,24 +158,24 @@ async def run_load(
         scrapes = [s for s in load.scraper.since(0) if s.label == "bench"]
         _, deltas, peak, duration_s = earlier.totals(w, scrapes)
         stats = ClientTally(earlier.records).merge(w.client).stats(duration_s, opts.slos or None)
-        notes += record_clients(run, pool)
+        notes = ctx.notes + record_clients(run, pool)
         if too_long := length_note(stats.errors_by_kind.get("context_length", 0)):
             notes += (too_long,)
         result = BenchResult(
-            run.path,
-            rs.id,
-            opts,
-            duration_s,
-            stats,
-            deltas,
-            AgentStats.of([*earlier.outcomes, *outcomes]),
-            peak,
-            load.memory_note,
-            failure,
-            load.dead is not None,
-            interrupted,
-            target.describe(),
-            notes,
+            run_dir=run.path,
+            request_set_id=rs.id,
+            options=opts,
+            duration_s=duration_s,
+            client=stats,
+            server=deltas,
+            agents=AgentStats.of([*earlier.outcomes, *outcomes]),
+            peak_memory_bytes=peak,
+            memory_source=load.memory_note,
+            failure=failure,
+            died=load.dead is not None,
+            interrupted=interrupted,
+            target=target.describe(),
+            notes=notes,
         )
     write_json_atomic(run.file("bench.json", "the bench result (what --json prints)"), redact_obj(result.to_dict()))
     if interrupted:
@@ -248,26 +213,15 @@ def bench(
             rs, prepared = (
                 (job.request_set(), ())
                 if job
-                else new_request_set(run, "bench", spec, workload, target, asdict(opts), ours=ours)
+                else new_request_set(run, target, LoadSpec("bench", spec, workload, asdict(opts)), ours=ours)
             )
             earlier = read_earlier(run) if job else Earlier()
             kept = f"kept {len(earlier.outcomes)} finished sessions" if job else ""
             notes = prepared + (job.notes(kept) if job else ())
+            attempt = job.attempt if job else 0
+            ctx = LoadContext(target, run, rs, client, spec.memory, progress, notes, attempt)
             try:
-                result = run_async(
-                    run_load(
-                        target,
-                        run,
-                        rs,
-                        opts,
-                        client,
-                        spec.memory,
-                        progress,
-                        notes,
-                        earlier=earlier,
-                        attempt=job.attempt if job else 0,
-                    )
-                )
+                result = run_async(run_load(ctx, opts, earlier))
             except KeyboardInterrupt:
                 if ours:
                     run.finish("interrupted")

@@ -4,11 +4,11 @@ before a load starts; every way it can fail becomes an InputError that says what
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import httpx
 
 from oomkit.errors import InputError, RunFailed
+from oomkit.serial import JsonObject, to_json_object
 
 PROBE_TIMEOUT_S = 10.0
 
@@ -22,13 +22,8 @@ class ServerInfo:
     max_model_len: int | None
     """vLLM adds max_model_len to /v1/models; other servers leave it out (unknown)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "base_url": self.base_url,
-            "model": self.model,
-            "models": list(self.models),
-            "max_model_len": self.max_model_len,
-        }
+    def to_dict(self) -> JsonObject:
+        return to_json_object(self)
 
 
 def normalise_url(url: str) -> str:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
+
+from oomkit.serial import JsonObject, to_json_object
 
 # Error classes a request can end with (None: it succeeded). Sources: shared/research/cpu-testbed.md
 # §9 (engine death: HTTP 500 "EngineCore encountered an issue", or an in-band error event after a
@@ -30,8 +32,8 @@ class ToolCall:
     arguments: str
     """The raw JSON text the server returned (OpenAI sends arguments as a string)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> JsonObject:
+        return to_json_object(self)
 
 
 @dataclass(frozen=True)
@@ -41,8 +43,8 @@ class ToolCheck:
     valid: bool
     problems: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"valid": self.valid, "problems": list(self.problems)}
+    def to_dict(self) -> JsonObject:
+        return to_json_object(self)
 
 
 @dataclass(frozen=True)
@@ -75,16 +77,13 @@ class RequestRecord:
     retries: int = 0
     """Extra attempts made (transport errors and invalid tool calls), all counted here."""
     attempts_invalid_tools: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JsonObject = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+    def to_dict(self) -> JsonObject:
+        d = to_json_object(self)
         d["itl_ms"] = [round(x, 3) for x in self.itl_ms]
-        for key in ("ttft_ms", "latency_ms"):
-            if d[key] is not None:
-                d[key] = round(d[key], 3)
-        d["tool_calls"] = [c.to_dict() for c in self.tool_calls]
-        d["tool_check"] = self.tool_check.to_dict() if self.tool_check else None
+        d["ttft_ms"] = None if self.ttft_ms is None else round(self.ttft_ms, 3)
+        d["latency_ms"] = None if self.latency_ms is None else round(self.latency_ms, 3)
         return d
 
     def fingerprint(self) -> tuple[Any, ...]:

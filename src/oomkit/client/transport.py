@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import httpx
 
@@ -49,24 +50,32 @@ async def _within(timeout_s: float | None, awaitable, error: type[httpx.TimeoutE
         raise error(f"no answer within {timeout_s:g} s", request=request) from err
 
 
+@dataclass(frozen=True)
+class _Lease:
+    """A connection taken from the pool, and where to give it back."""
+
+    transport: Http11Transport
+    key: tuple[str, int]
+    conn: _Connection
+
+
+@dataclass(frozen=True)
+class _Framing:
+    """How the response body ends: `length` bytes, chunked, or at connection close."""
+
+    mode: str  # length | chunked | close
+    length: int
+    keep_alive: bool
+
+
 class _Body(httpx.AsyncByteStream):
     """The response body; gives the connection back to the pool when read to the end."""
 
-    def __init__(
-        self,
-        transport: Http11Transport,
-        key: tuple[str, int],
-        conn: _Connection,
-        request: httpx.Request,
-        mode: str,
-        length: int,
-        keep_alive: bool,
-        rest: bytes,
-        read_timeout_s: float | None,
-    ):
-        self._transport, self._key, self._conn, self._request = transport, key, conn, request
-        self._mode, self._length, self._keep_alive = mode, length, keep_alive
-        self._rest = rest
+    def __init__(self, lease: _Lease, request: httpx.Request, framing: _Framing, read_timeout_s: float | None):
+        self._lease, self._conn, self._request = lease, lease.conn, request
+        self._mode, self._length, self._keep_alive = framing.mode, framing.length, framing.keep_alive
+        # Bytes the head read already pulled past the blank line stay in the StreamReader.
+        self._rest = b""
         self._timeout_s = read_timeout_s
         self._complete = False
 
@@ -128,7 +137,7 @@ class _Body(httpx.AsyncByteStream):
 
     async def aclose(self) -> None:
         if self._complete and self._keep_alive:
-            self._transport._release(self._key, self._conn)
+            self._lease.transport._release(self._lease.key, self._conn)
         else:
             self._conn.close()
 
@@ -252,40 +261,29 @@ class Http11Transport(httpx.AsyncBaseTransport):
         status, headers = _parse_head(head[:-4], request)
         http10 = head.startswith(b"HTTP/1.0")
         version = b"HTTP/1.0" if http10 else b"HTTP/1.1"
-        body = self._body(request, key, conn, status, headers, timeouts.get("read"), http10)
+        body = _Body(_Lease(self, key, conn), request, _framing(request, status, headers, http10), timeouts.get("read"))
         return httpx.Response(
             status, headers=headers, extensions={"http_version": version}, stream=body, request=request
         )
-
-    def _body(
-        self,
-        request: httpx.Request,
-        key: tuple[str, int],
-        conn: _Connection,
-        status: int,
-        headers: list[tuple[bytes, bytes]],
-        read_timeout_s: float | None,
-        http10: bool,
-    ) -> _Body:
-        lower = {k.lower(): v.lower() for k, v in headers}
-        connection = lower.get(b"connection", b"")
-        keep_alive = connection == b"keep-alive" if http10 else connection != b"close"
-        if request.method == "HEAD" or status in _NO_BODY_STATUS or 100 <= status < 200:
-            mode, length = "length", 0
-        elif b"chunked" in lower.get(b"transfer-encoding", b""):
-            mode, length = "chunked", 0
-        elif b"content-length" in lower:
-            mode, length = "length", int(lower[b"content-length"])
-        else:
-            mode, length = "close", 0
-        # Bytes the head read already pulled past the blank line stay in the StreamReader.
-        return _Body(self, key, conn, request, mode, length, keep_alive, b"", read_timeout_s)
 
     async def aclose(self) -> None:
         for conns in self._idle.values():
             for conn in conns:
                 conn.close()
         self._idle.clear()
+
+
+def _framing(request: httpx.Request, status: int, headers: list[tuple[bytes, bytes]], http10: bool) -> _Framing:
+    lower = {k.lower(): v.lower() for k, v in headers}
+    connection = lower.get(b"connection", b"")
+    keep_alive = connection == b"keep-alive" if http10 else connection != b"close"
+    if request.method == "HEAD" or status in _NO_BODY_STATUS or 100 <= status < 200:
+        return _Framing("length", 0, keep_alive)
+    if b"chunked" in lower.get(b"transfer-encoding", b""):
+        return _Framing("chunked", 0, keep_alive)
+    if b"content-length" in lower:
+        return _Framing("length", int(lower[b"content-length"]), keep_alive)
+    return _Framing("close", 0, keep_alive)
 
 
 def _request_bytes(request: httpx.Request, body: bytes) -> bytes:

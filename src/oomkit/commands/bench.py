@@ -9,10 +9,11 @@ import sys
 import click
 
 from oomkit.bench import BenchOptions, bench
-from oomkit.bench.progress import LineProgress
 from oomkit.bench.render import render
 from oomkit.commands.ladder import common, target_options
+from oomkit.commands.options import ray_option
 from oomkit.errors import RunFailed, UsageError
+from oomkit.loadrun.progress import LineProgress
 from oomkit.redact import redact
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")
@@ -40,16 +41,7 @@ def duration_s(text: str | None) -> float | None:
     show_default=True,
     help="Client processes that stream the requests (sessions split among them); one run folder.",
 )
-@click.option(
-    "--ray",
-    "ray_address",
-    is_flag=False,
-    flag_value="",
-    default=None,
-    metavar="[ADDRESS]",
-    help="Run the --clients as Ray actors across a cluster: ADDRESS, else RAY_ADDRESS, else a local "
-    "Ray (needs the ray extra).",
-)
+@ray_option("the --clients as actors across the cluster")
 def command(workload, concurrency, sessions, duration, clients, ray_address, **kw):
     """Target load: client latency, /metrics deltas, peak memory, agent-loop success, goodput."""
     spec, client, slos = common(kw)

@@ -7,6 +7,7 @@ import json
 import click
 
 from oomkit.compare import CompareOptions, cache_vs_context, compare
+from oomkit.compare.preset import PresetOptions
 from oomkit.compare.render import render
 from oomkit.errors import UsageError
 from oomkit.redact import redact
@@ -19,7 +20,7 @@ def _spec(experiment, preset, profile, workload, concurrency, history_turns):
         return experiment, ()
     if not profile or not concurrency:
         raise UsageError("--preset needs --profile PROFILE and --concurrency N")
-    p = cache_vs_context(profile, workload, concurrency, history_turns=history_turns)
+    p = cache_vs_context(profile, workload, concurrency, PresetOptions(history_turns=history_turns))
     return p.spec, p.notes
 
 

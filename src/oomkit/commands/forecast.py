@@ -3,17 +3,21 @@ driven on a virtual clock. This module only parses options, calls oomkit.forecas
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from oomkit.bench.stats import parse_slos
 from oomkit.commands.bench import duration_s
+from oomkit.commands.options import ray_option
 from oomkit.commands.plan import max_len_option
 from oomkit.errors import UsageError
 from oomkit.fsio import dumps
+from oomkit.loadrun.stats import parse_slos
 from oomkit.redact import redact, redact_obj
 from oomkit.units import parse_size
+
+if TYPE_CHECKING:
+    from oomkit.scaleout.cells import Backend
 
 
 def _levels(_ctx: object, _param: object, value: str) -> tuple[int, ...]:
@@ -85,6 +89,11 @@ PLAN_FIELDS = (
 @click.option("--enable-prefix-caching/--no-enable-prefix-caching", default=None)
 @click.option("--gpu-memory-gib", type=float, help="Device memory in GiB (unknown GPUs).")
 @click.option("--vllm-version", help="vLLM accounting the plan follows (default: the installed vLLM's).")
+@click.option(
+    "--layouts",
+    help="Forecast each layout on the same traffic: tpN, tepN, ppN, dpN, depN joined by x, comma-separated "
+    "(tp8,dep16,tp8xpp2). Replaces --tp/--pp/--dp/--ep.",
+)
 @click.option("--workload", help="Workload YAML, or a run's request-set.jsonl (exact measured sizes).")
 @click.option("--concurrency", default="1,2,4,8", show_default=True, callback=_levels, help="Rungs: sessions at once.")
 @click.option("--sessions", type=int, help="Instead of rungs: this many sessions (starts spread over --window).")
@@ -94,19 +103,42 @@ PLAN_FIELDS = (
 @click.option("--calibrate", "calibrate_run", help="Fit the step time on this run folder (or run id).")
 @click.option("--runs-dir", default="runs", show_default=True, help="Where run ids are looked up.")
 @click.option("--no-refine", is_flag=True, help="Only the listed rungs: no bisection to the knee.")
-@click.option("--max-steps", type=int, default=2_000_000, show_default=True, help="Scheduler steps, all rungs.")
-@click.option("--time-limit", "time_limit_s", type=float, default=600.0, show_default=True, help="Wall seconds.")
+@click.option(
+    "--max-steps",
+    type=int,
+    default=2_000_000,
+    show_default=True,
+    help="Scheduler steps, all rungs (per layout in a sweep).",
+)
+@click.option(
+    "--time-limit",
+    "time_limit_s",
+    type=float,
+    default=600.0,
+    show_default=True,
+    help="Wall seconds (per layout in a sweep).",
+)
+@click.option(
+    "--workers",
+    type=int,
+    help="Layouts of --layouts forecast at once, each in its own process (default: one per CPU core).",
+)
+@ray_option("the layouts of --layouts as tasks")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def command(**o: Any) -> None:  # click passes the options as keywords
     """Forecast the ladder on a layout: KV usage, preemptions, waiting, prefix-cache hits, TTFT/ITL
     and the knee per concurrency, from vLLM's own scheduler and KV-cache manager (installed vLLM,
     the forecast extra) with the plan's KV pool. Every figure printed is a forecast."""
     from oomkit.forecast import ForecastRequest, forecast, plan_request, render
+    from oomkit.forecast.layouts import parse_layouts
 
     if o["gpus"] is not None and o["gpus"] < 1:
         raise UsageError("--gpus must be at least 1")
     plan_opts = {k: o[k] for k in PLAN_FIELDS}
     plan_opts["ep"] = o["ep"]
+    layouts = parse_layouts(o["layouts"]) if o["layouts"] is not None else ()
+    if layouts and any(plan_opts[k] for k in ("tp", "pp", "dp", "ep")):
+        raise UsageError("--layouts sets TP, PP, DP and EP: drop --tp/--pp/--dp/--ep")
     req = ForecastRequest(
         plan=plan_request(o["profile"], plan_opts),
         workload=o["workload"],
@@ -121,6 +153,21 @@ def command(**o: Any) -> None:  # click passes the options as keywords
         refine=not o["no_refine"],
         max_steps=o["max_steps"],
         time_limit_s=o["time_limit_s"],
+        layouts=layouts,
     )
-    result = forecast(req)
+    result = forecast(req, _backend(o["workers"], o["ray_address"]))
     click.echo(dumps(redact_obj(result.to_dict())) if o["as_json"] else redact(render(result)))
+
+
+def _backend(workers: int | None, ray_address: str | None) -> Backend:
+    """Where the cells of a sweep run: local processes, or Ray when --ray is given (checked now, so
+    a missing Ray is said before any forecast runs)."""
+    from oomkit.scaleout.cells import Backend
+    from oomkit.scaleout.ray_backend import RayTarget, import_ray
+
+    if workers is not None and workers < 1:
+        raise UsageError("--workers must be at least 1")
+    if ray_address is None:
+        return Backend(workers=workers)
+    import_ray()
+    return Backend(workers=workers, ray=RayTarget(ray_address or None))

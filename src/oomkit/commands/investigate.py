@@ -7,9 +7,9 @@ import sys
 
 import click
 
-from oomkit.bench.progress import LineProgress
 from oomkit.decide import TEAMS
 from oomkit.investigate import InvestigateOptions, investigate
+from oomkit.loadrun.progress import LineProgress
 from oomkit.redact import redact
 
 

@@ -7,14 +7,14 @@ import sys
 
 import click
 
-from oomkit.bench.prepare import TargetSpec
-from oomkit.bench.progress import LineProgress
-from oomkit.bench.stats import parse_slos
 from oomkit.client.chat import ClientOptions
 from oomkit.errors import RunFailed
 from oomkit.ladder import LadderOptions, ladder
 from oomkit.ladder.render import render
 from oomkit.ladder.run import death_text
+from oomkit.loadrun.prepare import TargetSpec
+from oomkit.loadrun.progress import LineProgress
+from oomkit.loadrun.stats import parse_slos
 from oomkit.redact import redact
 
 

@@ -11,20 +11,17 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from typing import Any
 
-from oomkit.bench.engine import Load, SessionOutcome, Window
-from oomkit.bench.failure import classify
-from oomkit.bench.run import AgentStats
-from oomkit.bench.stats import percentile, summarise
-from oomkit.bench.target import Target
-from oomkit.client.chat import ClientOptions
 from oomkit.client.records import RequestRecord
 from oomkit.compare.clientside import concurrency_for, overrides_for, sessions_for
 from oomkit.compare.spec import Mode
 from oomkit.errors import UsageError
-from oomkit.rundir import RunDir
-from oomkit.workload.requestset import RequestSet
+from oomkit.loadrun.context import LoadContext
+from oomkit.loadrun.engine import Load, SessionBatch, SessionOutcome, Window
+from oomkit.loadrun.failure import classify
+from oomkit.loadrun.result import AgentStats
+from oomkit.loadrun.stats import percentile, summarise
+from oomkit.serial import JsonObject
 
 RESET_PATH = "/reset_prefix_cache"
 
@@ -59,10 +56,10 @@ class Cell:
     agent_success_share: float | None
     started_unix_s: float
     duration_s: float
-    failure: dict[str, Any] | None = None
-    """Set when the server died during the cell: kind, phase, reason, evidence (bench.failure)."""
+    failure: JsonObject | None = None
+    """Set when the server died during the cell: kind, phase, reason, evidence (loadrun.failure)."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(self).items()}
 
 
@@ -84,27 +81,31 @@ def session_times_ms(records: tuple[RequestRecord, ...]) -> list[float]:
     return out
 
 
-def cell_from(
-    mode: Mode,
-    repeat: int,
-    window: Window,
-    outcomes: list[SessionOutcome],
-    concurrency: int,
-    reset: str,
-    salt: str | None,
-    server_run: str,
-) -> Cell:
+@dataclass(frozen=True)
+class CellSetup:
+    """What a cell is before it runs: its mode and repeat, how it loads, how the cache was emptied."""
+
+    mode: Mode
+    repeat: int
+    concurrency: int
+    reset: str
+    salt: str | None
+    server_run: str
+    """The folder of the server the cell ran on (its requests.jsonl and metrics.jsonl)."""
+
+
+def cell_from(setup: CellSetup, window: Window, outcomes: list[SessionOutcome]) -> Cell:
     stats = summarise(window.records, window.duration_s)
     agents = AgentStats.of(outcomes)
     d = window.deltas
     return Cell(
-        mode.name,
-        repeat,
+        setup.mode.name,
+        setup.repeat,
         window.label,
-        server_run,
-        concurrency,
-        reset,
-        salt,
+        setup.server_run,
+        setup.concurrency,
+        setup.reset,
+        setup.salt,
         stats.requests,
         stats.errors,
         stats.errors_by_kind,
@@ -162,24 +163,16 @@ class GroupJob:
     done: frozenset[tuple[str, int]]
 
 
-async def run_group(
-    target: Target,
-    run: RunDir,
-    rs: RequestSet,
-    job: GroupJob,
-    client: ClientOptions,
-    memory: str,
-    on_cell: Callable[[Cell], None],
-) -> list[Cell]:
+async def run_group(ctx: LoadContext, job: GroupJob, on_cell: Callable[[Cell], None]) -> list[Cell]:
     """Repeats outermost, modes inside: drift over time hits every mode alike."""
     cells: list[Cell] = []
-    async with Load(target, run, client, memory) as load:
+    async with Load(ctx) as load:
         method = await reset_method(load, job.reset)
         for repeat in range(1, job.repeats + 1):
             for mode in job.modes:
                 if (mode.name, repeat) in job.done:
                     continue
-                cell, window = await _one_cell(load, rs, job, mode, repeat, method, str(run.path))
+                cell, window = await _one_cell(load, job, mode, repeat, method)
                 if load.dead is not None:
                     cell = replace(cell, failure=await _why_dead(load, window))
                 cells.append(cell)
@@ -189,25 +182,23 @@ async def run_group(
     return cells
 
 
-async def _why_dead(load: Load, window: Window) -> dict[str, Any]:
+async def _why_dead(load: Load, window: Window) -> JsonObject:
     """The server died during this cell: why, from its log when oomkit launched it."""
     assert load.dead is not None
     failure = await asyncio.to_thread(classify, window.records or (load.dead,), load.target, window.deltas)
     return failure.to_dict() if failure else {"kind": load.dead.error_kind, "reason": load.dead.error}
 
 
-async def _one_cell(
-    load: Load, rs: RequestSet, job: GroupJob, mode: Mode, repeat: int, method: str, server_run: str
-) -> tuple[Cell, Window]:
+async def _one_cell(load: Load, job: GroupJob, mode: Mode, repeat: int, method: str) -> tuple[Cell, Window]:
     salt = None
     if method == "endpoint":
         await try_reset(load)
     elif method == "salt":
         salt = f"oomkit-{job.experiment_id}-{mode.name}-{repeat}-{int(time.time())}"[:128]
     overrides = {**overrides_for(mode), **({"cache_salt": salt} if salt else {})}
-    sessions = sessions_for(rs, mode, job.sessions, job.steps)
+    sessions = sessions_for(load.ctx.request_set, mode, job.sessions, job.steps)
     concurrency = concurrency_for(mode, job.baseline_concurrency)
-    outcomes: list[SessionOutcome] = []
     async with load.window(f"{mode.name}#{repeat}") as out:
-        await load.run_sessions(sessions, concurrency, overrides=overrides, outcomes=outcomes)
-    return cell_from(mode, repeat, out[0], outcomes, concurrency, method, salt, server_run), out[0]
+        outcomes = await load.run_sessions(SessionBatch(sessions, concurrency, overrides=overrides))
+    setup = CellSetup(mode, repeat, concurrency, method, salt, str(load.ctx.run_dir.path))
+    return cell_from(setup, out[0], outcomes), out[0]

@@ -3,10 +3,9 @@ rewritten the same way for every repeat (history cut or repeated, max_tokens cha
 
 from __future__ import annotations
 
-from typing import Any
-
 from oomkit.compare.spec import Mode
-from oomkit.ladder.steps import scaled
+from oomkit.loadrun.history import scaled
+from oomkit.serial import JsonObject
 from oomkit.workload.fit import split_turns
 from oomkit.workload.requestset import RequestSet, SetRequest, body_id
 
@@ -38,7 +37,7 @@ def sessions_for(rs: RequestSet, mode: Mode, sessions: int | None, steps: int | 
     return chosen
 
 
-def overrides_for(mode: Mode) -> dict[str, Any]:
+def overrides_for(mode: Mode) -> JsonObject:
     """Body fields the mode sets on every request."""
     if mode.factor == "output_tokens":
         return {"max_tokens": int(mode.value)}

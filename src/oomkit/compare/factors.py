@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 CLIENT, SERVER = "client", "server"
 
@@ -40,7 +39,7 @@ FACTORS: tuple[Factor, ...] = (
         CLIENT,
         int,
         "every prompt's history repeated N times (longer context)",
-        "same transformation as the ladder's history doubling (oomkit.ladder.steps.scaled)",
+        "same transformation as the ladder's history doubling (oomkit.loadrun.history.scaled)",
     ),
     Factor("output_tokens", CLIENT, int, "max_tokens of every request", "OpenAI chat API max_tokens"),
     Factor("max_model_len", SERVER, int, "--max-model-len", "vllm/config/model.py"),
@@ -95,14 +94,26 @@ def canonical(name: str) -> str:
     return ALIASES.get(name) or ALIASES.get(plain) or plain
 
 
-def retention_forms(vllm_dir: Path | None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RetentionForms:
+    """Which spelling of the retention interval a vLLM reads; all None when no vLLM was found."""
+
+    flag: bool | None
+    """Its CacheConfig has the field (the --prefix-cache-retention-interval flag)."""
+    env: bool | None
+    """Its envs.py reads an environment variable of that name."""
+    checked: str | None
+    """The vLLM package folder read."""
+
+
+def retention_forms(vllm_dir: Path | None) -> RetentionForms:
     """Which spelling of the retention interval the installed vLLM reads: the CacheConfig field
     (the --prefix-cache-retention-interval flag) and/or an environment variable of that name."""
     if vllm_dir is None or not vllm_dir.is_dir():
-        return {"flag": None, "env": None, "checked": None}
+        return RetentionForms(None, None, None)
     envs = vllm_dir / "envs.py"
     cache = vllm_dir / "config" / "cache.py"
-    return {"flag": RETENTION in _text(cache), "env": RETENTION_ENV in _text(envs), "checked": str(vllm_dir)}
+    return RetentionForms(RETENTION in _text(cache), RETENTION_ENV in _text(envs), str(vllm_dir))
 
 
 def _text(path: Path) -> str:
@@ -122,13 +133,13 @@ def installed_vllm_dir() -> Path | None:
     return Path(list(spec.submodule_search_locations)[0])
 
 
-def retention_note(forms: dict[str, Any]) -> str:
-    if forms.get("checked") is None:
+def retention_note(forms: RetentionForms) -> str:
+    if forms.checked is None:
         return (
             f"{RETENTION_ENV} is not a variable vLLM 0.32 reads (vllm/envs.py has none); oomkit passes "
             "--prefix-cache-retention-interval instead (vLLM was not found here to check)"
         )
-    if forms.get("env"):
-        return f"this vLLM reads the environment variable {RETENTION_ENV} ({forms['checked']}/envs.py)"
-    flag = "--prefix-cache-retention-interval" if forms.get("flag") else "no retention setting at all"
-    return f"this vLLM ({forms['checked']}) has no {RETENTION_ENV} variable: it reads {flag}; oomkit passes the flag"
+    if forms.env:
+        return f"this vLLM reads the environment variable {RETENTION_ENV} ({forms.checked}/envs.py)"
+    flag = "--prefix-cache-retention-interval" if forms.flag else "no retention setting at all"
+    return f"this vLLM ({forms.checked}) has no {RETENTION_ENV} variable: it reads {flag}; oomkit passes the flag"

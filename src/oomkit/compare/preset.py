@@ -28,15 +28,18 @@ def retention_alternative(current: object) -> object:
     return "None" if str(current if current is not None else 0) == "0" else 0
 
 
+@dataclass(frozen=True)
+class PresetOptions:
+    repeats: int = 2
+    history_turns: int = 1
+    """Turns of history the shorter-history mode keeps."""
+    sessions: int | None = None
+    steps: int | None = None
+    name: str = "cache-vs-context"
+
+
 def cache_vs_context(
-    profile: str,
-    workload: str | None,
-    concurrency: int,
-    repeats: int = 2,
-    history_turns: int = 1,
-    sessions: int | None = None,
-    steps: int | None = None,
-    name: str = "cache-vs-context",
+    profile: str, workload: str | None, concurrency: int, opts: PresetOptions = PresetOptions()
 ) -> Preset:
     prof = load_profile(profile)
     notes: list[str] = []
@@ -54,7 +57,7 @@ def cache_vs_context(
     variants.append(
         VariantSpec(
             name=SHORTER_HISTORY,
-            set={"history_turns": history_turns},
+            set={"history_turns": opts.history_turns},
             note="(2) keep concurrency, shorten history: changes what the agent sees",
         )
     )
@@ -77,13 +80,13 @@ def cache_vs_context(
             )
         )
     spec = ExperimentSpec(
-        name=name,
+        name=opts.name,
         profile=str(profile),
         workload=workload,
         concurrency=concurrency,
-        sessions=sessions,
-        steps=steps,
-        repeats=repeats,
+        sessions=opts.sessions,
+        steps=opts.steps,
+        repeats=opts.repeats,
         variants=variants,
     )
     return Preset(spec, tuple(notes))

@@ -14,8 +14,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from oomkit.bench.prepare import request_set_for
-from oomkit.bench.target import Target, profile_target, url_target
 from oomkit.client.chat import ClientOptions
 from oomkit.compare.cells import Cell, GroupJob, run_group
 from oomkit.compare.checks import check_plan, variant_profile
@@ -24,7 +22,12 @@ from oomkit.compare.verdict import compare_modes
 from oomkit.errors import InputError, RunFailed, UsageError
 from oomkit.fsio import write_json_atomic
 from oomkit.launch import LaunchFailed, Profile, load_profile
-from oomkit.rundir import RunDir, find_run, redact_obj
+from oomkit.loadrun.context import LoadContext
+from oomkit.loadrun.folder import FolderSpec, resume_or_create
+from oomkit.loadrun.prepare import request_set_for
+from oomkit.loadrun.target import Target, profile_target, url_target
+from oomkit.rundir import RunDir, redact_obj
+from oomkit.serial import JsonObject
 from oomkit.units import fmt_count, fmt_ms, fmt_pct
 from oomkit.workload.requestset import RequestSet, read_request_set
 
@@ -63,7 +66,7 @@ class CompareResult:
     def cells(self) -> list[dict[str, Any]]:
         return list(self.data["cells"])
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {"run_dir": str(self.run_dir), **self.data}
 
 
@@ -73,26 +76,25 @@ def _say(opts: CompareOptions, text: str) -> None:
 
 
 def _folder(spec: ExperimentSpec, plan: Plan, opts: CompareOptions) -> RunDir:
-    if opts.resume:
-        run = find_run(opts.resume, opts.runs_dir)
-        if run.manifest().get("kind") != "compare":
-            raise InputError(f"{run.path}: not a compare folder (kind {run.manifest().get('kind')!r})")
-        if run.manifest().get("experiment", {}).get("name") != spec.name:
-            raise InputError(
-                f"{run.path} belongs to experiment {run.manifest().get('experiment', {}).get('name')!r}, "
-                f"not {spec.name!r}",
-                hint="resume with the same experiment file",
-            )
-        run.update(state="running", reason=None, error=None, ended_at=None)
-        return run
-    run = RunDir.create(opts.runs_dir, spec.name, kind="compare")
-    run.update(
-        experiment=spec.model_dump(mode="json"),
-        experiment_file=spec.source,
-        modes=[m.to_dict() for m in plan.modes],
-        notes=list(plan.notes),
-    )
-    return run
+    record: JsonObject = {
+        "experiment": spec.model_dump(mode="json"),
+        "experiment_file": spec.source,
+        "modes": [m.to_dict() for m in plan.modes],
+        "notes": list(plan.notes),
+    }
+    reopened: JsonObject = {"state": "running", "reason": None, "error": None, "ended_at": None}
+    folder = FolderSpec("compare", spec.name, record, reopened)
+    return resume_or_create(opts.resume, opts.runs_dir, folder, lambda run: _same_experiment(run, spec))
+
+
+def _same_experiment(run: RunDir, spec: ExperimentSpec) -> None:
+    if run.manifest().get("kind") != "compare":
+        raise InputError(f"{run.path}: not a compare folder (kind {run.manifest().get('kind')!r})")
+    if run.manifest().get("experiment", {}).get("name") != spec.name:
+        raise InputError(
+            f"{run.path} belongs to experiment {run.manifest().get('experiment', {}).get('name')!r}, not {spec.name!r}",
+            hint="resume with the same experiment file",
+        )
 
 
 def _request_set(run: RunDir, spec: ExperimentSpec, target: Target) -> RequestSet:
@@ -111,39 +113,6 @@ def _groups(plan: Plan) -> list[tuple[Mode | None, tuple[Mode, ...]]]:
 
 def _pending(modes: tuple[Mode, ...], repeats: int, done: set[tuple[str, int]]) -> bool:
     return any((m.name, r) not in done for m in modes for r in range(1, repeats + 1))
-
-
-def _run_server(
-    target: Target,
-    server_run: RunDir,
-    run: RunDir,
-    spec: ExperimentSpec,
-    modes: tuple[Mode, ...],
-    repeats: int,
-    done: set[tuple[str, int]],
-    opts: CompareOptions,
-) -> list[Cell]:
-    rs = _request_set(run, spec, target)
-    job = GroupJob(
-        modes, repeats, spec.concurrency, spec.sessions, spec.steps, spec.reset, run.run_id[-4:], frozenset(done)
-    )
-    with run.jsonl("cells.jsonl", "one line per finished cell: mode, repeat, figures") as out:
-
-        def on_cell(cell: Cell) -> None:
-            out.append(redact_obj(cell.to_dict()))
-            if cell.failure:
-                why = cell.failure
-                _say(opts, f"cell {cell.label}: the server died: {why.get('kind')}: {why.get('reason')}")
-                return
-            done.add((cell.mode, cell.repeat))
-            _say(
-                opts,
-                f"cell {cell.label}: {cell.requests} requests, {cell.errors} errors, "
-                f"TTFT p95 {fmt_ms(cell.ttft_ms_p95)}, preemptions {fmt_count(cell.preemptions)}, "
-                f"hit rate {fmt_pct(cell.prefix_cache_hit_rate)}",
-            )
-
-        return asyncio.run(run_group(target, server_run, rs, job, opts.client, opts.memory, on_cell))
 
 
 class _Runner:
@@ -170,10 +139,41 @@ class _Runner:
         """Run the group's pending cells; the cell during which the server died, if it did."""
         self.servers[name] = str(target.run_dir.path) if target.run_dir else None
         self.run.update(server_runs=self.servers)
-        cells = _run_server(
-            target, target.run_dir or self.run, self.run, self.spec, modes, self.repeats, self.done, self.opts
-        )
+        cells = self._run_server(target, target.run_dir or self.run, modes)
         return next((c for c in cells if c.failure), None)
+
+    def _run_server(self, target: Target, server_run: RunDir, modes: tuple[Mode, ...]) -> list[Cell]:
+        """The group's cells on one server, appended to cells.jsonl as each finishes."""
+        spec, opts, done = self.spec, self.opts, self.done
+        rs = _request_set(self.run, spec, target)
+        job = GroupJob(
+            modes,
+            self.repeats,
+            spec.concurrency,
+            spec.sessions,
+            spec.steps,
+            spec.reset,
+            self.run.run_id[-4:],
+            frozenset(done),
+        )
+        with self.run.jsonl("cells.jsonl", "one line per finished cell: mode, repeat, figures") as out:
+
+            def on_cell(cell: Cell) -> None:
+                out.append(redact_obj(cell.to_dict()))
+                if cell.failure:
+                    why = cell.failure
+                    _say(opts, f"cell {cell.label}: the server died: {why.get('kind')}: {why.get('reason')}")
+                    return
+                done.add((cell.mode, cell.repeat))
+                _say(
+                    opts,
+                    f"cell {cell.label}: {cell.requests} requests, {cell.errors} errors, "
+                    f"TTFT p95 {fmt_ms(cell.ttft_ms_p95)}, preemptions {fmt_count(cell.preemptions)}, "
+                    f"hit rate {fmt_pct(cell.prefix_cache_hit_rate)}",
+                )
+
+            ctx = LoadContext(target, server_run, rs, opts.client, opts.memory)
+            return asyncio.run(run_group(ctx, job, on_cell))
 
     def group(self, server_mode: Mode | None, modes: tuple[Mode, ...]) -> None:
         if not modes or not _pending(modes, self.repeats, self.done):
@@ -192,7 +192,7 @@ class _Runner:
         self.restarts += server_mode is not None  # only server-side modes restart vLLM
         died: Cell | None = None
         try:
-            # profile_target hands `prof` to launched(), which takes a Profile too; bench.target annotates it str.
+            # profile_target hands `prof` to launched(), which takes a Profile too; loadrun.target annotates it str.
             with profile_target(prof, self.opts.runs_dir) as target:  # type: ignore[arg-type]
                 died = self.cells(target, name, modes)
         except LaunchFailed as err:  # not ready; or it died during the cells, which `died` explains
@@ -215,13 +215,14 @@ class _Runner:
         if cell is None or cell.failure is None:
             return
         why = cell.failure
+        evidence = why.get("evidence")
         self.deaths[name] = {
             "cell": cell.label,
             "server_run": cell.server_run,
             "kind": why.get("kind"),
             "phase": why.get("phase"),
             "reason": why.get("reason"),
-            "evidence": (why.get("evidence") or [])[:3],
+            "evidence": evidence[:3] if isinstance(evidence, list) else [],
         }
         self.run.update(server_deaths=self.deaths)
         text = f"the {name} server died during cell {cell.label}: {why.get('phase')}: {why.get('reason')}"

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from oomkit.compare.factors import BY_NAME, CLIENT, RETENTION, RETENTION_ENV, canonical
 from oomkit.errors import InputError
+from oomkit.serial import JsonObject
 from oomkit.yamlio import load_yaml
 
 RESETS = ("auto", "endpoint", "salt", "none")
@@ -78,7 +79,7 @@ class Mode:
     baseline_value: Any = None
     notes: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "name": self.name,
             "factor": self.factor,

@@ -8,6 +8,8 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any, Final, Literal
 
+from oomkit.serial import JsonObject
+
 Better = Literal["lower", "higher"]
 LOWER: Final = "lower"
 HIGHER: Final = "higher"
@@ -61,7 +63,7 @@ class MetricVerdict:
     delta_pct: float | None
     reason: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         d = asdict(self)
         d["baseline"], d["variant"] = list(self.baseline), list(self.variant)
         return d

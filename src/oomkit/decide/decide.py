@@ -14,7 +14,8 @@ from oomkit.decide.checklist import Item, checklist, retest_item
 from oomkit.decide.evidence import RunEvidence, load_all, written_by_oomkit
 from oomkit.decide.facts import DecisionFacts, Facts
 from oomkit.decide.requirements import Requirements, load_requirements
-from oomkit.decide.rules import Ctx, Verdict, apply
+from oomkit.decide.rules import Ctx, Fired, Verdict, apply
+from oomkit.decide.sizing import ForecastSizing, forecast_sizing
 from oomkit.decide.teams import TEAMS, criteria
 from oomkit.errors import UsageError
 from oomkit.fsio import is_file, write_json_atomic, write_text_atomic
@@ -31,6 +32,8 @@ class DecideOptions:
     """A vLLM recipe YAML: its environment check becomes evidence (needs an environment snapshot)."""
     write: bool = True
     """Write the decision folder (decision.json, retest.md)."""
+    forecast: bool = True
+    """Size an expansion by forecast (vLLM's scheduler, oomkit.forecast) instead of ceil(target/capacity)."""
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,7 @@ def decide(refs: list[str], requirements: Requirements | str, opts: DecideOption
         team = TEAMS[opts.team]
         crit = criteria(facts, team)
         rule, fired = apply(facts, Ctx(team, crit))
+        sizing = _sizing(facts, fired, opts.forecast)
         run = RunDir.create(opts.runs_dir, "decision", kind="decision") if opts.write else None
         text, ok, why = _retest(facts, req, team.name)
         retest_path = run.file("retest.md", "how to measure again after a vLLM update") if run else None
@@ -168,7 +172,7 @@ def decide(refs: list[str], requirements: Requirements | str, opts: DecideOption
             fired.summary,
             fired.numbers,
             fired.evidence,
-            fired.recommendations,
+            fired.recommendations + tuple(r for r in (sizing.recommendation(),) if r),
             {"name": team.name, "asks": team.asks, "source": team.source},
             tuple(crit),
             tuple(items),
@@ -177,7 +181,11 @@ def decide(refs: list[str], requirements: Requirements | str, opts: DecideOption
             req.to_dict(),
             tuple(untested(facts)),
             run.path if run else None,
-            {"capacity": facts.capacity().to_dict(), "recipe_check": facts.recipe_check},
+            {
+                "capacity": facts.capacity().to_dict(),
+                "recipe_check": facts.recipe_check,
+                "forecast_sizing": sizing.to_dict(),
+            },
         )
         if run:
             write_json_atomic(
@@ -190,6 +198,18 @@ def decide(refs: list[str], requirements: Requirements | str, opts: DecideOption
                 inputs=[r.path for r in runs],
             )
         return decision
+
+
+def _sizing(facts: DecisionFacts, fired: Fired, enabled: bool) -> ForecastSizing:
+    """How much to expand, by forecast, when the verdict is to add or re-lay GPUs."""
+    by_mult = fired.numbers.get("engines_needed")
+    if not enabled:
+        return ForecastSizing(
+            "not_needed", "off", "forecast sizing was turned off (DecideOptions.forecast is False)", by_mult
+        )
+    if fired.verdict not in ("expand", "change_topology"):
+        return ForecastSizing("not_needed", "none", f"the verdict is {fired.verdict}: no expansion to size", by_mult)
+    return forecast_sizing(facts)
 
 
 def _inputs(runs: list[RunEvidence]) -> list[RunEvidence]:

@@ -15,6 +15,28 @@ ENV_PHASES = ("environment", "network_communication")
 
 
 @dataclass(frozen=True)
+class Measured:
+    """What one load level measured, as capacity is judged on it."""
+
+    concurrency: float
+    errors: float
+    preemptions: float | None
+    ttft_ms_p95: float | None
+    latency_ms_p95: float | None
+
+    @classmethod
+    def of(cls, concurrency: float, figures: dict[str, Any]) -> Measured:
+        """From a ladder rung's detail or a compare cell (the same keys)."""
+        return cls(
+            concurrency,
+            figures.get("errors") or 0,
+            figures.get("preemptions"),
+            figures.get("ttft_ms_p95"),
+            figures.get("latency_ms_p95"),
+        )
+
+
+@dataclass(frozen=True)
 class Point:
     """One measured concurrency level: did it hold (no errors, no preemptions, SLOs met)?"""
 
@@ -142,21 +164,13 @@ class Facts:
             return f"e2e p95 {latency_p95:.0f} ms > SLO {slo.e2e_p95_ms:g} ms"
         return None
 
-    def _judge(
-        self,
-        c: float,
-        errors: float,
-        preempt: float | None,
-        ttft: float | None,
-        lat: float | None,
-        source: str,
-        figures: dict[str, Any],
-    ) -> Point:
-        if errors:
-            return Point(c, False, f"{errors:g} errors", source, figures)
-        if preempt:
-            return Point(c, False, f"{preempt:g} preemptions (the KV cache ran out)", source, figures)
-        breach = self.slo_breach(ttft, lat)
+    def _judge(self, m: Measured, source: str, figures: dict[str, Any]) -> Point:
+        c = m.concurrency
+        if m.errors:
+            return Point(c, False, f"{m.errors:g} errors", source, figures)
+        if m.preemptions:
+            return Point(c, False, f"{m.preemptions:g} preemptions (the KV cache ran out)", source, figures)
+        breach = self.slo_breach(m.ttft_ms_p95, m.latency_ms_p95)
         return Point(c, breach is None, breach or "no errors, no preemptions, SLOs met", source, figures)
 
     def points(self) -> list[Point]:
@@ -172,17 +186,8 @@ class Facts:
                 continue
             for rung in s["detail"].get("rungs", []):
                 d = rung["detail"]
-                out.append(
-                    self._judge(
-                        rung["concurrency"],
-                        d.get("errors") or 0,
-                        d.get("preemptions"),
-                        d.get("ttft_ms_p95"),
-                        d.get("latency_ms_p95"),
-                        f"{run.file('ladder.json')}: concurrency rung c={rung['concurrency']}",
-                        d,
-                    )
-                )
+                source = f"{run.file('ladder.json')}: concurrency rung c={rung['concurrency']}"
+                out.append(self._judge(Measured.of(rung["concurrency"], d), source, d))
         return out
 
     def _compare_points(self) -> list[Point]:
@@ -193,11 +198,7 @@ class Facts:
         modes = [m["name"] for m in comp.get("modes", []) if m.get("factor") in (None, "concurrency")]
         return [
             self._judge(
-                cell["concurrency"],
-                cell["errors"],
-                cell.get("preemptions"),
-                cell.get("ttft_ms_p95"),
-                cell.get("latency_ms_p95"),
+                Measured.of(cell["concurrency"], cell),
                 f"{crun.file('compare.json')}: cell {cell['label']}",
                 _cell_figures(cell),
             )
@@ -208,11 +209,9 @@ class Facts:
     def _import_points(self) -> list[Point]:
         return [
             self._judge(
-                p.concurrency,
-                p.errors,
-                None,
-                p.ttft_ms_p95 or p.ttft_ms_p99,
-                p.latency_ms_p95 or p.latency_ms_p99,
+                Measured(
+                    p.concurrency, p.errors, None, p.ttft_ms_p95 or p.ttft_ms_p99, p.latency_ms_p95 or p.latency_ms_p99
+                ),
                 f"{r.path}: {p.label}",
                 p.to_dict(),
             )

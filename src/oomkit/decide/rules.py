@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from oomkit.decide.checklist import DONE, FAILED, Item, hit_rate_compared
 from oomkit.decide.evidence import RunEvidence
-from oomkit.decide.facts import ENV_PHASES, LOAD_PHASES, DecisionFacts, Facts
+from oomkit.decide.facts import ENV_PHASES, LOAD_PHASES, DecisionFacts, Facts, Measured
 from oomkit.decide.teams import Team, first_open
 from oomkit.decide.topology import engines_needed, gpus_used, topology_or_expand
 
@@ -282,18 +282,7 @@ def _tuning_fix(f: Facts, target: int) -> tuple[dict[str, Any] | None, list[str]
         cells = f.mode_cells(mode["name"])
         if mode["name"] in ("baseline", "lower-concurrency") or not cells:
             continue
-        good = all(
-            f._judge(
-                c["concurrency"],
-                c["errors"],
-                c.get("preemptions"),
-                c.get("ttft_ms_p95"),
-                c.get("latency_ms_p95"),
-                "",
-                {},
-            ).ok
-            for c in cells
-        )
+        good = all(f._judge(Measured.of(c["concurrency"], c), "", {}).ok for c in cells)
         if not good or cells[0]["concurrency"] < target:
             continue
         if mode["factor"] in DEGRADING:

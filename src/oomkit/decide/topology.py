@@ -1,5 +1,6 @@
 """Change the layout or add GPUs? With a `deployment` in the requirements the planner ranks layouts
-at the current GPU count and at more; without one, the GPUs visible but unused decide."""
+at the current GPU count and at more; without one, the GPUs visible but unused decide. The layouts
+decide forecasts when the target exceeds what was measured come from here (candidate_layouts)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any, Literal
 
 from oomkit.decide.facts import DecisionFacts
 from oomkit.errors import OomkitError
+from oomkit.plan.layouts import Layout
 
 NODE_MULTIPLES = (1, 2, 3, 4, 6, 8)  # GPU counts tried, in multiples of one node
 
@@ -109,3 +111,32 @@ def engines_needed(target: float, capacity: float | None) -> int | None:
     if not capacity:
         return None
     return math.ceil(target / capacity)
+
+
+def candidate_layouts(model: str, gpu: str, gpus_per_node: int, used: int) -> list[Layout]:
+    """Layouts worth forecasting, fewest GPUs first: the planner's candidates at each count (TP
+    inside the NVLink domain, TEP, TPxPP, DEP, DCP; plan.layouts.candidates) and the recipe
+    strategies' layouts (env.strategies: TP per node x DP over nodes, DEP, TP x PP), for one to
+    eight nodes. Layouts the model's shape refuses are dropped."""
+    from oomkit.env.strategies import STRATEGIES, layout
+    from oomkit.plan.catalog import find_gpu, find_model
+    from oomkit.plan.layouts import candidates, validate
+
+    shape = find_model(model)
+    counts = sorted({used, *(gpus_per_node * k for k in NODE_MULTIPLES)})
+    out = [lay for lay in candidates(shape, counts, find_gpu(gpu).nvlink_domain) if lay.pool == "serve"]
+    for strategy in STRATEGIES.values():
+        if strategy.disaggregated or (strategy.expert_parallel and not shape.moe):
+            continue
+        for nodes in NODE_MULTIPLES if strategy.multi_node else (1,):
+            s = layout(strategy, gpus_per_node, gpus_per_node * nodes, nodes=nodes)
+            out.append(Layout(tp=s.tp, pp=s.pp, dp=s.dp, ep=s.expert_parallel))
+    fitting: list[Layout] = []
+    for lay in out:
+        try:
+            validate(lay, shape)
+        except OomkitError:
+            continue
+        if lay.gpus >= used and lay not in fitting:
+            fitting.append(lay)
+    return sorted(fitting, key=lambda lay: lay.gpus)

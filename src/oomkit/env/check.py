@@ -4,16 +4,16 @@ environment has, pass/fail/unknown, and why it matters. Unknown is a value, neve
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from oomkit.env import rows
 from oomkit.env.model import EnvSnapshot
 from oomkit.env.recipe import Recipe, load_recipe, read_prose
 from oomkit.env.rows import FAIL, PASS, UNKNOWN, Status
-from oomkit.env.settings import resolve, select
+from oomkit.env.settings import Asked, resolve, select
 from oomkit.env.strategies import STRATEGIES, nodes_needed
 from oomkit.redact import redact, redact_env
+from oomkit.serial import JsonObject, to_json_object, to_jsonable
 
 
 @dataclass(frozen=True)
@@ -46,12 +46,12 @@ class CheckReport:
     def passed(self) -> bool:
         return self.overall == PASS
 
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+    def to_dict(self) -> JsonObject:
+        out = to_json_object(self)
         out["overall"] = self.overall
         out["args"] = [redact(a) for a in self.args]
-        out["env"] = redact_env(self.env)
-        out["rows"] = [{k: redact(v) for k, v in asdict(r).items()} for r in self.rows]
+        out["env"] = to_jsonable(redact_env(self.env))
+        out["rows"] = [{k: redact(v) for k, v in vars(r).items()} for r in self.rows]
         return out
 
 
@@ -64,7 +64,7 @@ def check_recipe(
     features: tuple[str, ...] = (),
 ) -> CheckReport:
     rec = recipe if isinstance(recipe, Recipe) else load_recipe(recipe)
-    sel = select(rec, snapshot, strategy, hardware, variant, features)
+    sel = select(rec, snapshot, Asked(strategy, hardware, variant, features))
     prose = read_prose(rec)
     settings = resolve(rec, sel)
     strat = STRATEGIES[sel.strategy]

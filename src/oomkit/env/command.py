@@ -10,13 +10,13 @@ import math
 import os
 import shlex
 from dataclasses import dataclass
-from typing import Any
 
 from oomkit.env.hardware import BY_KEY
 from oomkit.env.model import EnvSnapshot
 from oomkit.env.recipe import Recipe, load_recipe, read_prose
 from oomkit.env.rows import fabric
 from oomkit.env.settings import (
+    Asked,
     Selection,
     Settings,
     flag_key,
@@ -31,6 +31,7 @@ from oomkit.env.software import version_at_least
 from oomkit.env.strategies import DP_RPC_PORT, NNODES_SINCE, RAY_PORT, STRATEGIES, Layout, layout
 from oomkit.errors import UsageError
 from oomkit.redact import redact, redact_env
+from oomkit.serial import JsonObject, to_jsonable
 
 HEAD = "$HEAD_IP"  # left to the shell: the address of node 0
 # Disaggregated prefill/decode: NIXL moves the KV cache between pools (vLLM disagg docs, >= 0.9).
@@ -57,7 +58,7 @@ class CommandPlan:
     nodes: tuple[NodeCommand, ...]
     notes: tuple[str, ...]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "recipe": self.recipe,
             "model_id": self.model_id,
@@ -68,7 +69,7 @@ class CommandPlan:
             "nodes": [
                 {
                     "role": n.role,
-                    "env": redact_env(n.env),
+                    "env": to_jsonable(redact_env(n.env)),
                     "argv": [redact(a) for a in n.argv],
                     "before": [list(b) for b in n.before],
                 }
@@ -87,7 +88,7 @@ def build_commands(
     features: tuple[str, ...] = (),
 ) -> CommandPlan:
     rec = recipe if isinstance(recipe, Recipe) else load_recipe(recipe)
-    sel = select(rec, snapshot, strategy, hardware, variant, features, default_hardware=True)
+    sel = select(rec, snapshot, Asked(strategy, hardware, variant, features), default_hardware=True)
     if sel.hardware is None:
         raise UsageError(
             f"{rec.name}: no GPU seen here and the recipe names no default hardware",

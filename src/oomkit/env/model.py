@@ -3,13 +3,13 @@ the reason is in `EnvSnapshot.notes`; nothing here is guessed."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from oomkit.redact import redact
+from oomkit.serial import Json, to_json_object
 
 SCHEMA = "oomkit.env/1"
 
@@ -130,10 +130,10 @@ class EnvSnapshot:
         """The GPUs a process started in this environment can use (CUDA_VISIBLE_DEVICES applied)."""
         return visible_gpus(self.gpus, self.cuda_visible_devices)
 
-    def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
+    def to_dict(self) -> dict[str, Any]:  # Any: investigate.py reads nested keys off it
+        out = to_json_object(self)
         out["visible_gpu_indices"] = [g.index for g in self.visible_gpus]
-        return _redact_tree(out)
+        return {k: _redact_tree(v) for k, v in out.items()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EnvSnapshot:
@@ -199,10 +199,10 @@ def _find_gpu(gpus: Sequence[GpuInfo], item: str) -> GpuInfo | None:
     return None
 
 
-def _redact_tree(obj: Any) -> Any:
+def _redact_tree(obj: Json) -> Json:
     if isinstance(obj, dict):
         return {k: _redact_tree(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
+    if isinstance(obj, list):
         return [_redact_tree(v) for v in obj]
     if isinstance(obj, str):
         return redact(obj)

@@ -25,17 +25,19 @@ class Selection:
     features: tuple[str, ...]
 
 
-def select(
-    recipe: Recipe,
-    snapshot: EnvSnapshot | None,
-    strategy: str | None,
-    hardware: str | None,
-    variant: str | None = None,
-    features: tuple[str, ...] = (),
-    *,
-    default_hardware: bool = False,
-) -> Selection:
+@dataclass(frozen=True)
+class Asked:
+    """The names the user gave (--strategy, --hardware, --variant, --feature); None: not given."""
+
+    strategy: str | None = None
+    hardware: str | None = None
+    variant: str | None = None
+    features: tuple[str, ...] = ()
+
+
+def select(recipe: Recipe, snapshot: EnvSnapshot | None, asked: Asked, *, default_hardware: bool = False) -> Selection:
     """Validates the names; `default_hardware` falls back to the recipe's `default_hardware`."""
+    strategy, hardware, variant, features = asked.strategy, asked.hardware, asked.variant, asked.features
     names = recipe.strategies()
     chosen = strategy or recipe.default_strategy or (names[0] if names else None)
     if chosen is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from oomkit.errors import UsageError
-from oomkit.launch.profile import TESTBED_PREFIX, load_profile
+from oomkit.launch.profile import TESTBED_PREFIX, Profile, load_profile
 from oomkit.plan import PlanRequest
 
 # vLLM flag (as a profile stores it) -> PlanRequest field.
@@ -45,12 +45,16 @@ def plan_request(profile: str | None, options: dict[str, Any]) -> PlanRequest:
 
 
 def _from_profile(path: str) -> dict[str, Any]:
-    prof = load_profile(path)
+    return profile_fields(load_profile(path), path)
+
+
+def profile_fields(prof: Profile, where: str) -> dict[str, Any]:
+    """PlanRequest fields from a profile (a file's, or the one a launch recorded in its manifest)."""
     fields: dict[str, Any] = {"model": prof.resolved_model(create=True)}
     for flag, field in PROFILE_ARGS.items():
         value = prof.arg(flag)
         if value is not None:
-            fields[field] = _coerce(field, value, path)
+            fields[field] = _coerce(field, value, where)
     if prof.model.startswith(TESTBED_PREFIX):  # the embedded testbed runs on vLLM's CPU backend
         fields.update(gpu=TESTBED_GPU, gpu_memory_gib=TESTBED_MEMORY_GIB)
     return fields

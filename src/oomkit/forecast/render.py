@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from oomkit.forecast.result import Forecast, LayoutForecast
-from oomkit.ladder.render import table
+from oomkit.loadrun.table import table
 from oomkit.units import fmt_count, fmt_ms, fmt_number, fmt_pct, fmt_s
 
 COLUMNS = (
@@ -33,9 +33,13 @@ def render(f: Forecast) -> str:
     )
     t = f.traffic
     lines = [head, f"traffic: {t['name']} ({t['source']}), {t['sessions']} sessions x {t['steps_per_session']} steps"]
+    several = len(f.layouts) > 1
     for lay in f.layouts:
         lines += ["", *_layout(lay)]
-    lines += ["", f"step time: {_step_time(f.step_time_model, f.step_time)}"]
+        if several and lay.step_time and f.step_time_model == "roofline":  # a roofline differs per layout
+            lines.append(f"step time: {_step_time(f.step_time_model, lay.step_time)}")
+    if not several or f.step_time_model != "roofline":
+        lines += ["", f"step time: {_step_time(f.step_time_model, f.step_time)}"]
     lines += [f"note: {n}" for n in f.notes]
     steps = sum(r.steps for lay in f.layouts for r in lay.rungs)
     rungs = sum(len(lay.rungs) for lay in f.layouts)
@@ -45,6 +49,9 @@ def render(f: Forecast) -> str:
 
 def _layout(lay: LayoutForecast) -> list[str]:
     p = lay.plan
+    if lay.error:
+        what = "does not load" if lay.knee.reason == "does_not_load" else "its forecast failed"
+        return [f"layout {lay.layout}: {p['model']} on {p['gpus']} x {p['gpu']}: {what}: {lay.error}"]
     pool = (
         f"KV pool {p['num_blocks']:,} blocks x {p['block_size']} tokens = {p['kv_cache_tokens']:,} tokens "
         f"(vLLM's own count: {p['vllm_kv_cache_tokens']:,})"

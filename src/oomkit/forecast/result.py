@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from oomkit.ladder.knee import Knee
+from oomkit.loadrun.knee import Knee
 
 REGIMES = ("free", "queueing", "preempting", "thrashing", "failing")
 RELIABILITY_WARNING = (
@@ -59,12 +59,16 @@ class RungForecast:
 class LayoutForecast:
     layout: str
     engines: int
-    """DP engines; each runs its own scheduler with its share of the sessions."""
+    """DP engines; each runs its own vLLM scheduler behind vLLM's DP router."""
     plan: dict[str, Any]
     engine: dict[str, Any]
     rungs: tuple[RungForecast, ...]
     knee: Knee
     notes: tuple[str, ...] = ()
+    step_time: dict[str, Any] = field(default_factory=dict)
+    """This layout's step-time model (a roofline differs per layout; a calibration does not)."""
+    error: str | None = None
+    """Why the planner refused this layout (with --layouts); it then has no rungs."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -75,6 +79,8 @@ class LayoutForecast:
             "rungs": [r.to_dict() for r in self.rungs],
             "knee": self.knee.to_dict(),
             "notes": list(self.notes),
+            "step_time": self.step_time,
+            "error": self.error,
         }
 
 

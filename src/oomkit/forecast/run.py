@@ -1,7 +1,10 @@
 """`forecast(ForecastRequest)`: plan the layout, build vLLM's scheduler on the plan's KV pool, and
 run the concurrency rungs on it in order, as `oomkit ladder` runs them on one server (the prefix
 cache carries over from rung to rung, the clock runs on), then bisect to the knee as the ladder
-does. Every simulation has a step limit and a wall-clock limit."""
+does. Every simulation has a step limit and a wall-clock limit. `--layouts` forecasts each layout
+on the same traffic, one after the other; DP layouts run one vLLM scheduler per engine behind
+vLLM's DP router (forecast.router). Several layouts with a back end run as a parallel sweep
+(forecast.sweep)."""
 
 from __future__ import annotations
 
@@ -12,13 +15,19 @@ from typing import Any
 from oomkit.errors import InputError, UsageError
 from oomkit.forecast.calibrate import calibrate
 from oomkit.forecast.engine import Engine, build_engine
+from oomkit.forecast.lanes import Lane
+from oomkit.forecast.layouts import LayoutSpec
 from oomkit.forecast.result import RELIABILITY_WARNING, Forecast, LayoutForecast, RungForecast, knee_of
+from oomkit.forecast.router import DpRouter
 from oomkit.forecast.simulate import Budget, Rung
 from oomkit.forecast.steptime import StepTimeModel, roofline
 from oomkit.forecast.tokens import shared_head
 from oomkit.forecast.traffic import Traffic, load_traffic
 from oomkit.forecast.vllm_api import load_vllm, minor_of
+from oomkit.loadrun.knee import Knee
 from oomkit.plan import Plan, PlanRequest, plan
+from oomkit.plan.layouts import Layout
+from oomkit.scaleout.cells import Backend
 
 MAX_CONCURRENCY = 100_000
 """Sessions at once per forecast: beyond any single deployment's max_num_seqs x engines we know of."""
@@ -44,21 +53,36 @@ class ForecastRequest:
     """Bisect between the last good and the first bad rung, as the ladder does."""
     max_steps: int = DEFAULT_MAX_STEPS
     time_limit_s: float = DEFAULT_TIME_LIMIT_S
+    layouts: tuple[LayoutSpec, ...] = ()
+    """Several layouts on the same traffic (--layouts); each replaces the plan's TP/PP/DP/EP. A
+    layout the planner refuses is reported as not loading; empty: the plan's own layout."""
 
 
-def forecast(req: ForecastRequest) -> Forecast:
+def forecast(req: ForecastRequest, backend: Backend | None = None) -> Forecast:
+    """With a backend, each layout of several is one cell of a sweep (forecast.sweep: in parallel,
+    each with its own step and time limit, a failed cell reported in its layout's `error`); without
+    one, the layouts run here one after the other within one limit."""
     t0 = time.monotonic()
     _check_request(req)
     api = load_vllm()
-    p = _plan(req, api.version)
     traffic = load_traffic(req.workload)
-    model = _step_time(req, p)
-    budget = Budget(req.max_steps, t0 + req.time_limit_s)
-    layout = _layout(req, p, traffic, model, budget)
+    calibrated = calibrate(req.calibrate_run, req.runs_dir) if req.calibrate_run else None
+    preqs = [spec.apply(req.plan) for spec in req.layouts] or [req.plan]
+    if backend is not None and len(preqs) > 1:
+        from oomkit.forecast.sweep import LayoutCell, run_sweep
+
+        cells = [LayoutCell(req, preq, traffic, calibrated, api.version) for preq in preqs]
+        layouts = run_sweep(cells, [spec.spelling for spec in req.layouts], backend)
+    else:
+        budget = Budget(req.max_steps, t0 + req.time_limit_s)
+        layouts = [forecast_layout(req, preq, traffic, calibrated, budget, api.version) for preq in preqs]
+    loaded = [lay for lay in layouts if lay.step_time]
+    if not loaded:
+        raise InputError(f"no layout of --layouts loads: {layouts[0].error}", hint="see `oomkit plan --compare`")
     notes = [*traffic.notes, RELIABILITY_WARNING]
     return Forecast(
-        step_time_model=model.name,
-        step_time=model.to_dict(),
+        step_time_model=str(loaded[0].step_time["name"]),
+        step_time=loaded[0].step_time,
         traffic={
             "name": traffic.name,
             "source": traffic.source,
@@ -66,11 +90,29 @@ def forecast(req: ForecastRequest) -> Forecast:
             "steps_per_session": _steps(req, traffic),
             "ignore_eos": traffic.ignore_eos,
         },
-        layouts=(layout,),
-        vllm={"version": api.version, "distribution": api.distribution, "scheduler": layout.engine["scheduler"]},
+        layouts=tuple(layouts),
+        vllm={"version": api.version, "distribution": api.distribution, "scheduler": _scheduler_class(layouts)},
         wall_s=time.monotonic() - t0,
         notes=tuple(notes),
     )
+
+
+def forecast_layout(
+    req: ForecastRequest,
+    preq: PlanRequest,
+    traffic: Traffic,
+    calibrated: StepTimeModel | None,
+    budget: Budget,
+    vllm_version: str,
+) -> LayoutForecast:
+    """One layout: its plan, its step-time model (the calibration, else its roofline) and its rungs."""
+    try:
+        p = _plan(req, preq, vllm_version)
+    except (InputError, UsageError) as err:
+        if not req.layouts:
+            raise
+        return _not_loading(preq, err)
+    return _layout(req, p, traffic, calibrated or roofline(p), budget)
 
 
 def _check_request(req: ForecastRequest) -> None:
@@ -91,10 +133,9 @@ def _check_request(req: ForecastRequest) -> None:
         raise UsageError("--max-steps and --time-limit must be positive")
 
 
-def _plan(req: ForecastRequest, vllm_version: str) -> Plan:
+def _plan(req: ForecastRequest, preq: PlanRequest, vllm_version: str) -> Plan:
     # Plan with the accounting of the vLLM whose scheduler runs, unless told otherwise.
-    preq = req.plan if req.plan.vllm_version else replace(req.plan, vllm_version=minor_of(vllm_version))
-    p = plan(preq)
+    p = plan(preq if preq.vllm_version else replace(preq, vllm_version=minor_of(vllm_version)))
     if not p.fits_load:
         raise InputError(
             f"{p.model.name} does not load on {p.layout.label} x {p.gpu.name}: the plan leaves no KV cache "
@@ -112,10 +153,21 @@ def _plan(req: ForecastRequest, vllm_version: str) -> Plan:
     return p
 
 
-def _step_time(req: ForecastRequest, p: Plan) -> StepTimeModel:
-    if req.calibrate_run:
-        return calibrate(req.calibrate_run, req.runs_dir)
-    return roofline(p)
+def _not_loading(preq: PlanRequest, err: InputError | UsageError) -> LayoutForecast:
+    layout = Layout(tp=preq.tp or 1, pp=preq.pp or 1, dp=preq.dp or 1, ep=preq.ep)
+    return LayoutForecast(
+        layout=layout.label,
+        engines=preq.dp or 1,
+        plan={"model": preq.model, "gpu": preq.gpu, "gpus": preq.gpus},
+        engine={},
+        rungs=(),
+        knee=Knee(None, "does_not_load", None),
+        error=err.one_line(),
+    )
+
+
+def _scheduler_class(layouts: list[LayoutForecast]) -> str:
+    return next(str(lay.engine["scheduler"]) for lay in layouts if lay.engine)
 
 
 def _steps(req: ForecastRequest, traffic: Traffic) -> int:
@@ -124,23 +176,27 @@ def _steps(req: ForecastRequest, traffic: Traffic) -> int:
 
 
 def _layout(req: ForecastRequest, p: Plan, traffic: Traffic, model: StepTimeModel, budget: Budget) -> LayoutForecast:
-    engine = build_engine(p)
+    lanes = [Lane(i, build_engine(p)) for i in range(p.layout.dp)]
+    router = DpRouter(len(lanes))
+    lockstep = len(lanes) > 1 and p.model.moe is not None
     head = shared_head(traffic)
-    dp = p.layout.dp
+
+    def rung(c: int, now_s: float, spread_s: float = 0.0) -> Rung:
+        steps = _steps(req, traffic)
+        return Rung(lanes, router, lockstep, traffic, model, head, c, steps, req.slos, now_s, spread_s)
+
     # The ladder reaches its rungs on a server that has just run session 0's steps (agent_steps):
     # the same warm-up here, unrecorded, so the prefix cache starts as it does there.
-    warm = Rung(engine, traffic, model, head, 1, _steps(req, traffic), {}, 0.0)
+    warm = Rung(lanes, router, lockstep, traffic, model, head, 1, _steps(req, traffic), {}, 0.0)
     warm.run(budget, "warmup")
     now_s = warm.now_s  # one clock for all rungs, as one server's
     done: dict[int, RungForecast] = {}
 
     def run(c: int) -> RungForecast:
         nonlocal now_s
-        per_engine = -(-c // dp)  # a balanced router gives each engine its share
-        spread = req.window_s if req.sessions else 0.0
-        rung = Rung(engine, traffic, model, head, per_engine, _steps(req, traffic), req.slos, now_s, spread)
-        done[c] = replace(rung.run(budget, f"c{c}"), concurrency=c)
-        now_s = rung.now_s
+        r = rung(c, now_s, req.window_s if req.sessions else 0.0)
+        done[c] = r.run(budget, f"c{c}")
+        now_s = r.now_s
         return done[c]
 
     levels = (req.sessions,) if req.sessions else tuple(sorted(set(req.concurrency)))
@@ -150,14 +206,16 @@ def _layout(req: ForecastRequest, p: Plan, traffic: Traffic, model: StepTimeMode
     if req.refine and not req.sessions:
         _bisect(done, run)
     rungs = [done[c] for c in sorted(done)]
+    engine = lanes[0].engine
     return LayoutForecast(
         layout=p.layout.label,
-        engines=dp,
+        engines=len(lanes),
         plan=_plan_summary(p, engine),
         engine={**engine.settings.to_dict(), "scheduler": engine.scheduler_class},
         rungs=tuple(rungs),
         knee=knee_of(rungs),
-        notes=tuple(_layout_notes(p, engine)),
+        notes=tuple(_layout_notes(p, engine, lockstep)),
+        step_time=model.to_dict(),
     )
 
 
@@ -190,7 +248,7 @@ def _plan_summary(p: Plan, engine: Engine) -> dict[str, Any]:
     }
 
 
-def _layout_notes(p: Plan, engine: Engine) -> list[str]:
+def _layout_notes(p: Plan, engine: Engine, lockstep: bool) -> list[str]:
     notes = ["the prefix cache starts warm with session 0's steps, as the ladder's rungs start after its agent_steps"]
     if engine.vllm_kv_cache_tokens != p.capacity.kv_cache_tokens:
         notes.append(
@@ -199,8 +257,10 @@ def _layout_notes(p: Plan, engine: Engine) -> list[str]:
         )
     if p.layout.dp > 1:
         notes.append(
-            f"{p.layout.dp} DP engines: one engine's scheduler is run with ceil(concurrency / {p.layout.dp}) "
-            "sessions (a perfectly balanced router); figures are per engine"
+            f"{p.layout.dp} DP engines, one vLLM scheduler each, behind vLLM's DP router (DPLBAsyncMPClient: "
+            "least max(in-flight, waiting + running) + a KV-pressure penalty on waiting, 100 ms stats); figures "
+            "are for the deployment: sums over engines, max KV usage of the fullest engine"
+            + ("; MoE engines step in lockstep (a step lasts as long as the slowest rank's)" if lockstep else "")
         )
     if p.layout.pp > 1:
         notes.append("PP: the scheduler runs as one stage (batches in flight sized as the plan assumed)")

@@ -1,22 +1,28 @@
 """One concurrency rung on vLLM's scheduler: `c` agents in a closed loop, as `oomkit ladder` runs
 a rung (each agent sends its session's steps in order; a step is sent when the previous one has
 answered). A synthetic executor stands in for the model: every request whose prompt is computed
-gets one token per step. Time is virtual: each step lasts what the step-time model prices."""
+gets one token per step. Time is virtual: each step lasts what the step-time model prices.
+
+With DP the rung runs one vLLM scheduler per engine (forecast.lanes) behind vLLM's DP router
+(forecast.router); the events of all engines are taken in time order."""
 
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
-from oomkit.bench.stats import percentile
 from oomkit.forecast.engine import Engine
+from oomkit.forecast.lanes import Lane, group_clock, groups_of, runnable, wake
 from oomkit.forecast.result import RungForecast, regime_of
+from oomkit.forecast.router import DpRouter
 from oomkit.forecast.steptime import StepLoad, StepTimeModel
 from oomkit.forecast.tokens import OUTPUT_TOKEN_ID, SessionTokens, session_tokens
 from oomkit.forecast.traffic import Traffic
+from oomkit.loadrun.stats import percentile
 
 SLO_SHARE = 0.95  # as the ladder: a rung breaches its SLOs when fewer than 95% of requests meet them
 
@@ -40,6 +46,7 @@ class Budget:
 @dataclass
 class _Track:
     agent: int
+    lane: int
     sent_s: float
     request: Any
     first_s: float | None = None
@@ -67,7 +74,9 @@ class _Tally:
 class Rung:
     """The state of one rung while it runs."""
 
-    engine: Engine
+    lanes: list[Lane]
+    router: DpRouter
+    lockstep: bool
     traffic: Traffic
     model: StepTimeModel
     head: array[int]
@@ -87,28 +96,42 @@ class Rung:
     steps: int = 0
     stop_note: str | None = None
 
+    @property
+    def engine(self) -> Engine:
+        return self.lanes[0].engine
+
     def run(self, budget: Budget, label: str) -> RungForecast:
         wall0, start_s = time.monotonic(), self.now_s
+        for lane in self.lanes:  # one clock for all rungs, as one deployment's
+            lane.clock_s = max(lane.clock_s, self.now_s)
         for i in range(self.concurrency):
             self.agents.append(session_tokens(self.traffic, i, self.head))
             self.next_step.append(0)
             self._send(i, self.now_s + i * self.spread_s / self.concurrency)
-        sched = self.engine.scheduler
-        while self.arrivals or sched.has_requests():
+        groups = groups_of(self.lanes, self.lockstep)
+        while True:
             self.stop_note = budget.spent()
             if self.stop_note:
                 break
-            self._admit(label)
-            if not self._step():
-                if self.arrivals:
-                    self.now_s = max(self.now_s, self._next_arrival_s())
-                    continue
-                if sched.has_requests():
-                    self._fail_stalled()
+            ready = [g for g in groups if runnable(g)]
+            group = min(ready, key=group_clock) if ready else None
+            t_step = group_clock(group) if group else math.inf
+            t_arrival = self._next_arrival_s() if self.arrivals else math.inf
+            if t_arrival == math.inf and group is None:
                 break
-            budget.steps += 1
+            # What arrived by a step boundary joins at it, as in the engine's loop.
+            if t_arrival <= t_step:
+                self._arrive(label, groups)
+            elif self._step(group or [], t_step):
+                budget.steps += 1
+            else:
+                for lane in group or []:
+                    lane.parked = True  # scheduled nothing: only a new request can change that
         if self.stop_note:
             self._abort_live()
+        else:
+            self._fail_stalled()
+        self.now_s = max([self.now_s, *(lane.clock_s for lane in self.lanes)])
         return self._result(time.monotonic() - wall0, self.now_s - start_s)
 
     def _send(self, agent: int, at_s: float) -> None:
@@ -120,55 +143,69 @@ class Rung:
         # the API server's process: requests sent together reach the scheduler staggered.
         return max(self.arrivals[0][0], self.api_free_s) + self.model.request_overhead_s
 
-    def _admit(self, label: str) -> None:
+    def _arrive(self, label: str, groups: list[list[Lane]]) -> None:
+        """The next request leaves the API server: refused, or routed to an engine's queue."""
         api, st = self.engine.api, self.engine.settings
-        # What arrived during the last step joins at this step boundary, as in the engine's loop.
-        while self.arrivals and self._next_arrival_s() <= self.now_s:
-            arrived_s = self.api_free_s = self._next_arrival_s()
-            sent_s, _, agent = heapq.heappop(self.arrivals)
-            k = self.next_step[agent]
-            prompt = self.agents[agent].prompt(k)
-            if len(prompt) >= st.max_model_len:  # vLLM's API rejects it (renderers/params.py, HTTP 400)
-                self._error(agent, "context_length")
-                continue
-            step = self.agents[agent].shape.steps[k]
-            max_tokens = min(step.output_tokens, st.max_model_len - len(prompt))  # get_max_tokens clamps
-            params = api.sampling.SamplingParams(max_tokens=max(1, max_tokens), ignore_eos=True)
-            req_id = f"{label}-a{agent}-s{k}-{self.seq}"
-            request = api.request.Request(
-                req_id, prompt, params, None, arrival_time=arrived_s, block_hasher=self.engine.block_hasher
-            )
-            self.engine.scheduler.add_request(request)
-            self.live[req_id] = _Track(agent, sent_s, request)
-            self.seq += 1
+        arrived_s = self.api_free_s = self._next_arrival_s()
+        sent_s, _, agent = heapq.heappop(self.arrivals)
+        k = self.next_step[agent]
+        prompt = self.agents[agent].prompt(k)
+        if len(prompt) >= st.max_model_len:  # vLLM's API rejects it (renderers/params.py, HTTP 400)
+            self._error(agent, "context_length")
+            return
+        step = self.agents[agent].shape.steps[k]
+        max_tokens = min(step.output_tokens, st.max_model_len - len(prompt))  # get_max_tokens clamps
+        params = api.sampling.SamplingParams(max_tokens=max(1, max_tokens), ignore_eos=True)
+        req_id = f"{label}-a{agent}-s{k}-{self.seq}"
+        request = api.request.Request(
+            req_id, prompt, params, None, arrival_time=arrived_s, block_hasher=self.engine.block_hasher
+        )
+        i = self.router.route(arrived_s, lambda n: self.lanes[n].counts_at(arrived_s))
+        wake(next(g for g in groups if self.lanes[i] in g), arrived_s)
+        self.lanes[i].pending.append(request)
+        self.live[req_id] = _Track(agent, i, sent_s, request)
+        self.seq += 1
 
-    def _step(self) -> bool:
-        sched = self.engine.scheduler
-        out = sched.schedule()
-        scheduled = out.num_scheduled_tokens
-        if not scheduled:
-            sched.update_from_output(out, self._runner_output([]))  # keeps vLLM's step bookkeeping
+    def _step(self, group: list[Lane], start_s: float) -> bool:
+        """One step of a lane, or of all lanes in lockstep: it lasts as long as the slowest."""
+        outs: list[Any] = []
+        step_s = 0.0
+        for lane in group:
+            lane.join_pending()
+            out = None if lane.idle() else lane.scheduler.schedule()
+            outs.append(out)
+            if out is not None and out.num_scheduled_tokens:
+                step_s = max(step_s, self.model.step_s(self._load(lane, out.num_scheduled_tokens)))
+        if not any(out is not None and out.num_scheduled_tokens for out in outs):
+            for lane, out in zip(group, outs, strict=True):
+                if out is not None:
+                    lane.scheduler.update_from_output(out, self._runner_output(lane, []))  # vLLM's bookkeeping
             return False
-        self.now_s += self.model.step_s(self._load(scheduled))
-        ids = list(scheduled)
-        outputs = sched.update_from_output(out, self._runner_output(ids))
+        self.now_s = end_s = start_s + step_s
+        for lane, out in zip(group, outs, strict=True):
+            lane.after, lane.step_end_s, lane.clock_s = lane.before, end_s, end_s
+            if out is None:
+                continue  # idle in lockstep: its clock moves with the group's, its counts do not change
+            outputs = lane.scheduler.update_from_output(out, self._runner_output(lane, list(out.num_scheduled_tokens)))
+            for eco in outputs.values():
+                for o in eco.outputs:
+                    self._token(o.request_id, len(o.new_token_ids), o.finish_reason is not None)
+                if eco.scheduler_stats is not None:
+                    self._stats(lane, eco.scheduler_stats)
+            lane.after = lane.counts()
+        self.tally.waiting_max = max(self.tally.waiting_max, sum(lane.waiting for lane in self.lanes))
         self.steps += 1
-        for eco in outputs.values():
-            for o in eco.outputs:
-                self._token(o.request_id, len(o.new_token_ids), o.finish_reason is not None)
-            if eco.scheduler_stats is not None:
-                self._stats(eco.scheduler_stats)
         return True
 
-    def _runner_output(self, ids: list[str]) -> Any:
-        requests = self.engine.scheduler.requests
+    def _runner_output(self, lane: Lane, ids: list[str]) -> Any:
+        requests = lane.scheduler.requests
         sampled = [[OUTPUT_TOKEN_ID] if _prompt_done(requests.get(i)) else [] for i in ids]
         return self.engine.api.outputs.ModelRunnerOutput(
             req_ids=ids, req_id_to_index={r: n for n, r in enumerate(ids)}, sampled_token_ids=sampled
         )
 
-    def _load(self, scheduled: dict[str, int]) -> StepLoad:
-        requests = self.engine.scheduler.requests
+    def _load(self, lane: Lane, scheduled: dict[str, int]) -> StepLoad:
+        requests = lane.scheduler.requests
         windows = self.model.windows
         decode = prefill = context = pairs = 0
         capped = [0] * len(windows)
@@ -201,6 +238,7 @@ class Rung:
 
     def _finish(self, req_id: str, tr: _Track) -> None:
         del self.live[req_id]
+        self.router.finished(tr.lane)
         tally, first = self.tally, tr.first_s if tr.first_s is not None else self.now_s
         tally.requests += 1
         tally.preemptions += tr.request.num_preemptions
@@ -218,11 +256,10 @@ class Rung:
         self.tally.errors += 1
         self.tally.errors_by_kind[kind] = self.tally.errors_by_kind.get(kind, 0) + 1
 
-    def _stats(self, stats: Any) -> None:
+    def _stats(self, lane: Lane, stats: Any) -> None:
         tally = self.tally
-        tally.max_kv_usage = max(tally.max_kv_usage, float(stats.kv_cache_usage))
-        waiting = int(stats.num_waiting_reqs) + int(stats.num_skipped_waiting_reqs)
-        tally.waiting_max = max(tally.waiting_max, waiting)
+        tally.max_kv_usage = max(tally.max_kv_usage, float(stats.kv_cache_usage))  # the fullest engine's
+        lane.waiting = int(stats.num_waiting_reqs) + int(stats.num_skipped_waiting_reqs)
         pcs = stats.prefix_cache_stats
         tally.prefix_queries += int(pcs.queries)
         tally.prefix_hits += int(pcs.hits)
@@ -230,10 +267,11 @@ class Rung:
     def _fail_stalled(self) -> None:
         """vLLM scheduled nothing and nothing will arrive: what waits can never be admitted."""
         stuck = list(self.live)
+        if not stuck:
+            return
         self._abort(stuck)
         for req_id in stuck:
-            tr = self.live.pop(req_id)
-            self._error(tr.agent, "not_admitted")
+            self._error(self.live.pop(req_id).agent, "not_admitted")
         self.stop_note = f"{len(stuck)} request(s) could never be admitted: the KV pool cannot hold them"
 
     def _abort_live(self) -> None:
@@ -243,8 +281,13 @@ class Rung:
 
     def _abort(self, ids: list[str]) -> None:
         status = self.engine.api.request.RequestStatus.FINISHED_ABORTED
-        if ids:
-            self.engine.scheduler.finish_requests(ids, status)
+        for lane in self.lanes:
+            lane.pending.clear()
+            mine = [i for i in ids if self.live[i].lane == lane.index]
+            if mine:
+                lane.scheduler.finish_requests(mine, status)
+        for i in ids:
+            self.router.finished(self.live[i].lane)
 
     def _result(self, wall_s: float, simulated_s: float) -> RungForecast:
         t = self.tally

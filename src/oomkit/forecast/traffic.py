@@ -10,8 +10,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from oomkit.bench.prepare import is_request_set
 from oomkit.errors import InputError
+from oomkit.loadrun.prepare import is_request_set
 from oomkit.workload.requestset import RequestSet, SetRequest, read_request_set
 from oomkit.workload.spec import DEFAULT_WORKLOAD, TokenSize, Workload, load_workload, parse_workload
 

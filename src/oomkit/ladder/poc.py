@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
-from oomkit.ladder.knee import Knee
-from oomkit.ladder.result import StepResult
+from oomkit.ladder.result import ContextLimit, StepResult
+from oomkit.loadrun.knee import Knee
+from oomkit.serial import JsonObject
 
 # Scenarios a ladder run never covers (why each matters for memory, as our own notes).
 NEVER_TESTED = (
@@ -16,21 +17,38 @@ NEVER_TESTED = (
     ("open-loop arrivals (bursts)", "the ladder is closed-loop: a burst can queue more requests than any rung"),
     ("many distinct sessions evicting the prefix cache", "the rungs reuse the request set's few sessions"),
 )
+
+
+class Poc(TypedDict):
+    """poc.json (and ladder.json's `poc`): decide and report read it back by these keys."""
+
+    short_request_stable: bool
+    tool_calling_valid: bool
+    repeat_run_identical: bool
+    context_limit_found: bool
+    context_limit_tokens: int | None
+    peak_memory_recorded: bool
+    peak_memory_bytes: int | None
+    knee: JsonObject | None
+    untested: list[str]
+
+
 STEP_NAMES = ("short_request", "tool_call", "agent_steps", "history_doubling", "concurrency", "repeat")
 
 
 def build_poc(
     steps: dict[str, StepResult],
     knee: Knee | None,
-    context: dict[str, Any],
+    context: ContextLimit,
     memory_source: str | None,
     max_concurrency: int,
     stopped_at: str | None,
-) -> dict[str, Any]:
+) -> Poc:
     """`steps`: step name -> its result (only the steps that ran)."""
     short, tool, repeat = steps.get("short_request"), steps.get("tool_call"), steps.get("repeat")
     peaks = [s.peak_memory_bytes for s in steps.values() if s.peak_memory_bytes is not None]
-    repeat_short = bool(repeat and repeat.detail.get("identical_by_step", {}).get("short_request"))
+    identical = repeat.detail.get("identical_by_step") if repeat else None
+    repeat_short = isinstance(identical, dict) and bool(identical.get("short_request"))
     untested = [
         f"step {name} (not reached: the ladder stopped at {stopped_at})" if stopped_at else f"step {name}"
         for name in STEP_NAMES
@@ -50,7 +68,7 @@ def build_poc(
     elif memory_source and memory_source.startswith("RSS"):
         untested.append("GPU memory (measured the server's RSS: the CPU backend)")
     untested += [f"{name}: {why}" for name, why in NEVER_TESTED]
-    return {
+    return {  # a Poc, keys in poc.json's order
         "short_request_stable": bool(short and short.ok and repeat_short),
         "tool_calling_valid": bool(tool and tool.ok and not tool.detail.get("skipped")),
         "repeat_run_identical": bool(repeat and repeat.ok),

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from oomkit.ladder.run import LadderResult
+from oomkit.loadrun.table import table
 from oomkit.units import fmt_count, fmt_ms, fmt_pct, fmt_size, fmt_tokens
 
 COLUMNS = ("step", "ok", "phase", "peak mem", "max KV", "preempt", "TTFT p50", "TTFT p95", "lat p95", "errors")
@@ -15,12 +14,6 @@ POC_CHECKS = (
     "context_limit_found",
     "peak_memory_recorded",
 )
-
-
-def table(rows: Sequence[Sequence[str]]) -> str:
-    """Rows of cells as left-aligned columns two spaces apart."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in rows)
 
 
 def render(result: LadderResult) -> str:

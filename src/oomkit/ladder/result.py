@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypedDict
 
-from oomkit.bench.engine import Window
-from oomkit.bench.failure import Failure
-from oomkit.bench.stats import percentile
+from oomkit.loadrun.engine import Window
+from oomkit.loadrun.failure import Failure
+from oomkit.loadrun.stats import percentile
+from oomkit.serial import JsonObject
+
+
+class ContextLimit(TypedDict, total=False):
+    """The history-doubling step's finding (its detail's `context`, and poc.json's context_limit_*);
+    read back from steps.jsonl on --resume, so every key may be missing."""
+
+    found: bool
+    limit_tokens: int | None
+    largest_ok_prompt_tokens: int | None
 
 
 @dataclass(frozen=True)
@@ -26,14 +36,14 @@ class StepResult:
     requests: int
     duration_s: float
     notes: tuple[str, ...] = ()
-    detail: dict[str, Any] = field(default_factory=dict)
+    detail: JsonObject = field(default_factory=dict)
     failure: Failure | None = None
 
     @property
     def server_died(self) -> bool:
         return server_died(self.failure)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         r = _round
         return {
             "name": self.name,
@@ -70,7 +80,7 @@ class StepResult:
 
 def server_died(failure: Failure | None) -> bool:
     """The server (or its engine) died under the step: that is no measurement of the step, and
-    `--resume` runs it again on a new server (bench.failure calls every such death engine_dead)."""
+    `--resume` runs it again on a new server (loadrun.failure calls every such death engine_dead)."""
     return failure is not None and failure.kind == "engine_dead"
 
 
@@ -94,7 +104,7 @@ def from_windows(
     ok: bool,
     failure: Failure | None = None,
     notes: tuple[str, ...] = (),
-    detail: dict[str, Any] | None = None,
+    detail: JsonObject | None = None,
 ) -> StepResult:
     records = [r for w in windows for r in w.records]
     good = [r for r in records if r.ok]

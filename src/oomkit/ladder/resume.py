@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import cast
 
-from oomkit.bench.engine import Window
-from oomkit.bench.resume import attempt_of, record_from_dict
 from oomkit.client.records import RequestRecord
-from oomkit.ladder.knee import Knee, Rung
-from oomkit.ladder.result import StepResult
+from oomkit.ladder.result import ContextLimit, StepResult
+from oomkit.loadrun.engine import Window
+from oomkit.loadrun.knee import Knee, Rung
+from oomkit.loadrun.resume import attempt_of, record_from_dict
 from oomkit.metrics.deltas import MetricDeltas
 from oomkit.rundir import RunDir
+from oomkit.serial import JsonObject
 from oomkit.workload.requestset import RequestSet, SetRequest
 
 STEPS_FILE, RUNGS_FILE = "steps.jsonl", "rungs.jsonl"
@@ -30,7 +31,7 @@ class Done:
     """Finished steps by name, in the order they ran."""
     rungs: dict[int, tuple[Rung, Window]] = field(default_factory=dict)
     sent: dict[str, list[tuple[SetRequest, RequestRecord]]] = field(default_factory=dict)
-    context: dict[str, Any] = field(default_factory=dict)
+    context: ContextLimit = field(default_factory=lambda: ContextLimit())
     knee: Knee | None = None
 
     def kept(self) -> str:
@@ -38,7 +39,7 @@ class Done:
         return f"kept steps: {', '.join(self.steps) or 'none'}" + (f"; kept rungs: {rungs}" if rungs else "")
 
 
-def window_line(rung: Rung, window: Window, attempt: int) -> dict[str, Any]:
+def window_line(rung: Rung, window: Window, attempt: int) -> JsonObject:
     """The rungs.jsonl line of a finished rung: its verdict and what its window measured."""
     return {
         "attempt": attempt,
@@ -74,9 +75,13 @@ def read_done(run: RunDir, rs: RequestSet) -> Done:
     done = {name: step for name, (step, _) in steps.items()}
     history = done.get("history_doubling")
     concurrency = done.get("concurrency")
-    knee = Knee(**concurrency.detail["knee"]) if concurrency and "knee" in concurrency.detail else None
+    recorded_knee = concurrency.detail.get("knee") if concurrency else None
+    knee = Knee.from_dict(recorded_knee) if isinstance(recorded_knee, dict) else None
     rungs = {} if concurrency else _rungs(run, records)
-    return Done(done, rungs, sent, dict(history.detail.get("context") or {}) if history else {}, knee)
+    context = history.detail.get("context") if history else None
+    # The dict history_doubling recorded: a ContextLimit as JSON.
+    found = cast(ContextLimit, dict(context)) if isinstance(context, dict) else ContextLimit()
+    return Done(done, rungs, sent, found, knee)
 
 
 def _rungs(run: RunDir, records: dict[tuple[str, int], list[RequestRecord]]) -> dict[int, tuple[Rung, Window]]:

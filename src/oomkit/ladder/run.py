@@ -7,118 +7,97 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
-from oomkit.bench.engine import Load, run_async
-from oomkit.bench.failure import Failure
-from oomkit.bench.prepare import TargetSpec, open_target, run_folder
-from oomkit.bench.progress import NoProgress, Progress
-from oomkit.bench.resume import new_request_set, open_resume
-from oomkit.bench.target import Target
 from oomkit.client.chat import ClientOptions
 from oomkit.errors import RunFailed
 from oomkit.fsio import write_json_atomic
-from oomkit.ladder.knee import Knee
-from oomkit.ladder.poc import build_poc
-from oomkit.ladder.result import StepResult, server_died
+from oomkit.ladder.poc import Poc, build_poc
+from oomkit.ladder.result import ContextLimit, StepResult, server_died
 from oomkit.ladder.resume import RUNGS_FILE, STEPS_FILE, Done, read_done, window_line
 from oomkit.ladder.steps import STEPS, Ctx, LadderOptions
+from oomkit.loadrun.context import LoadContext
+from oomkit.loadrun.engine import Load, run_async
+from oomkit.loadrun.knee import Knee
+from oomkit.loadrun.prepare import TargetSpec, open_target, run_folder
+from oomkit.loadrun.progress import NoProgress, Progress
+from oomkit.loadrun.result import ResultHeader, header_from
+from oomkit.loadrun.resume import LoadSpec, new_request_set, open_resume
+from oomkit.loadrun.target import Target
 from oomkit.rundir import RunDir, redact_obj
-from oomkit.workload.requestset import RequestSet
+from oomkit.serial import JsonObject, to_jsonable
+
+# ladder.json's keys in the order it has always written them.
+LADDER_KEYS = (
+    "run_dir",
+    "request_set_id",
+    "ran",
+    "steps",
+    "knee",
+    "poc",
+    "failure",
+    "stopped_at",
+    "server_died",
+    "interrupted",
+    "memory_source",
+    "target",
+    "notes",
+)
 
 
-@dataclass(frozen=True)
-class LadderResult:
-    run_dir: Path
-    request_set_id: str
+@dataclass(frozen=True, kw_only=True)
+class LadderResult(ResultHeader):
     steps: tuple[StepResult, ...]
     knee: Knee | None
-    poc: dict[str, Any]
-    failure: Failure | None
+    poc: Poc
     stopped_at: str | None
     """The step that failed (the ladder stops there); None when every step ran."""
-    interrupted: bool
-    memory_source: str
-    target: dict[str, Any] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-    ran: bool = True
-    """False when --resume found the ladder already finished: nothing was sent, this is its record."""
 
     @property
     def server_died(self) -> bool:
         """The server died under the step it stopped at: the ladder did not end, --resume continues it."""
         return server_died(self.failure)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_dir": str(self.run_dir),
-            "request_set_id": self.request_set_id,
-            "ran": self.ran,
+    def to_dict(self) -> JsonObject:
+        body: JsonObject = {
             "steps": [s.to_dict() for s in self.steps],
             "knee": self.knee.to_dict()
             if self.knee
             else {"concurrency": None, "reason": "not reached", "last_good": None},
-            "poc": self.poc,
-            "failure": self.failure.to_dict() if self.failure else None,
+            "poc": to_jsonable(self.poc),
             "stopped_at": self.stopped_at,
             "server_died": self.server_died,
-            "interrupted": self.interrupted,
-            "memory_source": self.memory_source,
-            "target": self.target,
-            "notes": list(self.notes),
         }
+        return self.json_in_order(body, LADDER_KEYS)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], notes: tuple[str, ...] = ()) -> LadderResult:
         """ladder.json as the result that wrote it (`ran` False: read back, not run)."""
         knee = d.get("knee") or {}
-        failure = d.get("failure")
         return cls(
-            Path(d["run_dir"]),
-            d.get("request_set_id", ""),
-            tuple(StepResult.from_dict(s) for s in d["steps"]),
-            Knee(**knee) if knee and knee.get("reason") != "not reached" else None,
-            dict(d.get("poc") or {}),
-            Failure(**failure) if isinstance(failure, dict) else None,
-            d.get("stopped_at"),
-            bool(d.get("interrupted")),
-            str(d.get("memory_source") or ""),
-            dict(d.get("target") or {}),
-            tuple(d.get("notes") or ()) + notes,
-            ran=False,
+            **header_from(d, notes),
+            steps=tuple(StepResult.from_dict(s) for s in d["steps"]),
+            knee=Knee.from_dict(knee) if knee and knee.get("reason") != "not reached" else None,
+            poc=cast(Poc, dict(d.get("poc") or {})),  # as build_poc wrote it
+            stopped_at=d.get("stopped_at"),
         )
 
 
-async def run_steps(
-    target: Target,
-    run: RunDir,
-    rs: RequestSet,
-    opts: LadderOptions,
-    client: ClientOptions,
-    memory: str,
-    progress: Progress,
-    notes: tuple[str, ...] = (),
-    *,
-    done: Done = Done(),
-    attempt: int = 0,
-) -> LadderResult:
+async def run_steps(ctx: LoadContext, opts: LadderOptions, done: Done = Done()) -> LadderResult:
     """Run the steps in order; steps (and concurrency rungs) in `done` are kept, not sent again."""
+    run, attempt = ctx.run_dir, ctx.attempt
     steps: dict[str, StepResult] = {}
     stopped_at: str | None = None
     interrupted = False
     steps_file = run.jsonl(STEPS_FILE, "one line per ladder step: phase, memory, KV, preemptions, latency")
     rungs_file = run.jsonl(RUNGS_FILE, "one line per finished concurrency rung (--resume skips it)")
-    async with Load(target, run, client, memory, attempt=attempt) as load:
-        ctx = Ctx(
+    async with Load(ctx) as load:
+        state = Ctx(
             load,
-            target,
-            rs,
             opts,
-            progress,
             dict(done.sent),
-            dict(done.context),
+            ContextLimit(**done.context),
             done.knee,
             dict(done.rungs),
             lambda rung, window: rungs_file.append(redact_obj(window_line(rung, window, attempt))),
@@ -128,7 +107,7 @@ async def run_steps(
             for name, step in STEPS:
                 kept = done.steps.get(name) if keeping else None
                 keeping = kept is not None
-                result = kept or await step(ctx)
+                result = kept or await step(state)
                 steps[name] = result
                 if kept is None:
                     steps_file.append({**redact_obj(result.to_dict()), "attempt": attempt})
@@ -143,24 +122,24 @@ async def run_steps(
         failure = next((s.failure for s in steps.values() if s.failure), None)
         poc = build_poc(
             steps,
-            ctx.knee,
-            ctx.context,
+            state.knee,
+            state.context,
             load.memory_note,
             opts.max_concurrency,
             stopped_at or ("interrupted" if interrupted else None),
         )
         ladder_result = LadderResult(
-            run.path,
-            rs.id,
-            tuple(steps.values()),
-            ctx.knee,
-            poc,
-            failure,
-            stopped_at,
-            interrupted,
-            load.memory_note,
-            target.describe(),
-            notes,
+            run_dir=run.path,
+            request_set_id=ctx.request_set.id,
+            steps=tuple(steps.values()),
+            knee=state.knee,
+            poc=poc,
+            failure=failure,
+            stopped_at=stopped_at,
+            interrupted=interrupted,
+            memory_source=load.memory_note,
+            target=ctx.target.describe(),
+            notes=ctx.notes,
         )
     write_json_atomic(run.file("poc.json", "proof-of-concept criteria and what is still untested"), redact_obj(poc))
     write_json_atomic(
@@ -194,25 +173,16 @@ def ladder(
             rs, prepared = (
                 (job.request_set(), ())
                 if job
-                else new_request_set(run, "ladder", spec, workload, target, {"options": opts.__dict__}, ours=ours)
+                else new_request_set(
+                    run, target, LoadSpec("ladder", spec, workload, {"options": opts.__dict__}), ours=ours
+                )
             )
             done = read_done(run, rs) if job else Done()
             notes = prepared + (job.notes(done.kept()) if job else ())
+            attempt = job.attempt if job else 0
+            ctx = LoadContext(target, run, rs, client, spec.memory, progress, notes, attempt)
             try:
-                result = run_async(
-                    run_steps(
-                        target,
-                        run,
-                        rs,
-                        opts,
-                        client,
-                        spec.memory,
-                        progress,
-                        notes,
-                        done=done,
-                        attempt=job.attempt if job else 0,
-                    )
-                )
+                result = run_async(run_steps(ctx, opts, done))
             except KeyboardInterrupt:
                 if ours:
                     run.finish("interrupted")
@@ -247,7 +217,7 @@ def _record_end(run: RunDir, result: LadderResult, target: Target, ours: bool, r
         run.finish("failed" if result.failure else "complete", stopped_at=result.stopped_at, **cleared)
 
 
-def death_entry(result: LadderResult, target: Target) -> dict[str, Any]:
+def death_entry(result: LadderResult, target: Target) -> JsonObject:
     """The manifest's `server_death`: the step the server died under, and why (as compare's)."""
     why = result.failure
     assert why is not None
@@ -257,7 +227,7 @@ def death_entry(result: LadderResult, target: Target) -> dict[str, Any]:
         "kind": why.kind,
         "phase": why.phase,
         "reason": why.reason,
-        "evidence": why.evidence[:3],
+        "evidence": to_jsonable(why.evidence[:3]),
     }
 
 

@@ -7,18 +7,19 @@ import asyncio
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-from oomkit.bench.engine import Load, Window
-from oomkit.bench.failure import classify, length_note
-from oomkit.bench.progress import Progress
-from oomkit.bench.stats import summarise
-from oomkit.bench.target import Target
 from oomkit.client.records import RequestRecord
 from oomkit.errors import InputError
-from oomkit.ladder.knee import Knee, Rung, find_knee
-from oomkit.ladder.result import StepResult, from_windows, server_died
-from oomkit.workload.requestset import RequestSet, SetRequest, body_id
+from oomkit.ladder.result import ContextLimit, StepResult, from_windows, server_died
+from oomkit.loadrun.engine import Load, SessionBatch, Window
+from oomkit.loadrun.failure import classify, length_note
+from oomkit.loadrun.history import scaled
+from oomkit.loadrun.knee import Knee, Rung, find_knee
+from oomkit.loadrun.progress import Progress
+from oomkit.loadrun.stats import summarise
+from oomkit.loadrun.target import Target
+from oomkit.serial import Json, JsonObject, to_json_object, to_jsonable
+from oomkit.workload.requestset import RequestSet, SetRequest
 
 # The repeat step runs steps 1-3 twice with this override; every body already carries a fixed seed.
 # Steps 1-3 themselves keep the workload's sampling: greedy decoding of a random model inside a
@@ -42,18 +43,30 @@ class LadderOptions:
 
 @dataclass
 class Ctx:
+    """What the steps share while a ladder runs: the load (and through it the load context), the
+    options, and what earlier steps found."""
+
     load: Load
-    target: Target
-    rs: RequestSet
     opts: LadderOptions
-    progress: Progress
     sent: dict[str, list[tuple[SetRequest, RequestRecord]]] = field(default_factory=dict)
-    context: dict[str, Any] = field(default_factory=dict)
+    context: ContextLimit = field(default_factory=lambda: ContextLimit())
     knee: Knee | None = None
     kept_rungs: dict[int, tuple[Rung, Window]] = field(default_factory=dict)
     """Concurrency rungs an earlier attempt finished (--resume): replayed, not sent again."""
     on_rung: Callable[[Rung, Window], None] | None = None
     """Called with each rung as it finishes (run_steps records it in rungs.jsonl)."""
+
+    @property
+    def target(self) -> Target:
+        return self.load.ctx.target
+
+    @property
+    def rs(self) -> RequestSet:
+        return self.load.ctx.request_set
+
+    @property
+    def progress(self) -> Progress:
+        return self.load.ctx.progress
 
     def steps_k(self) -> int:
         first = self.rs.sessions()[0]
@@ -67,7 +80,7 @@ async def _failure(ctx: Ctx, windows: list[Window]):
 
 
 def _length_notes(windows: list[Window]) -> tuple[str, ...]:
-    """Requests the server refused as too long: noted, never the step's failure (bench.failure)."""
+    """Requests the server refused as too long: noted, never the step's failure (loadrun.failure)."""
     note = length_note(sum(r.error_kind == "context_length" for w in windows for r in w.records))
     return (note,) if note else ()
 
@@ -106,7 +119,7 @@ async def short_request(ctx: Ctx) -> StepResult:
         notes.append("no reasoning returned although --expect-reasoning was given")
     notes.extend(_length_notes(windows))
     ok = rec.ok and not leaked and not (ctx.opts.expect_reasoning and not rec.reasoning)
-    detail = {
+    detail: JsonObject = {
         "reasoning_separated": separated,
         "content_chars": len(rec.content),
         "reasoning_chars": len(rec.reasoning or ""),
@@ -125,7 +138,7 @@ async def tool_call(ctx: Ctx) -> StepResult:
     rec = pairs[0][1]
     check = rec.tool_check
     strict = any((t.get("function") or {}).get("strict") for t in probe.body.get("tools", []))
-    detail = {
+    detail: JsonObject = {
         "valid": bool(check and check.valid),
         "problems": list(check.problems) if check else [],
         "strict": strict,
@@ -148,7 +161,7 @@ async def agent_steps(ctx: Ctx) -> StepResult:
         if r.tool_check and not r.tool_check.valid
     ]
     ok = len(pairs) == len(steps) and all(r.ok for _, r in pairs) and not invalid
-    detail = {
+    detail: JsonObject = {
         "steps": len(steps),
         "answered": sum(r.ok for _, r in pairs),
         "tool_checks": len(checks),
@@ -160,31 +173,6 @@ async def agent_steps(ctx: Ctx) -> StepResult:
     return from_windows("agent_steps", windows, ok, await _failure(ctx, windows), notes, detail)
 
 
-def scaled(req: SetRequest, factor: int) -> SetRequest:
-    """The request with its history repeated `factor` times (tool-call ids kept unique); a request
-    without history repeats its user task instead."""
-    msgs = req.body["messages"]
-    head, middle, tail = msgs[:2], msgs[2:-1], msgs[-1:]
-    if not middle:
-        head, middle = msgs[:1], msgs[1:-1] or msgs[-1:]
-        tail = msgs[-1:] if msgs[1:-1] else []
-    grown: list[dict[str, Any]] = []
-    for copy in range(factor):
-        for m in middle:
-            m = dict(m)
-            if copy and m.get("tool_calls"):
-                m["tool_calls"] = [{**c, "id": f"{c['id']}_r{copy}"} for c in m["tool_calls"]]
-            if copy and m.get("tool_call_id"):
-                m["tool_call_id"] = f"{m['tool_call_id']}_r{copy}"
-            grown.append(m)
-    body = {**req.body, "messages": head + grown + tail}
-    sizes = dict(req.sizes)
-    prompt = sizes.get("prompt_tokens", sizes.get("prompt_tokens_estimate"))  # a fitted request has an estimate
-    if prompt is not None:
-        sizes["prompt_tokens_estimate"] = prompt + (factor - 1) * sizes.get("history", 0)
-    return SetRequest(body_id(body), "agent", req.session, req.step, body, sizes)
-
-
 def _limit_from(rec: RequestRecord, fallback: int | None) -> int | None:
     m = MAX_LIMIT.search(rec.error or "")
     return int(m.group(1) or m.group(2)) if m else fallback
@@ -193,8 +181,8 @@ def _limit_from(rec: RequestRecord, fallback: int | None) -> int | None:
 async def history_doubling(ctx: Ctx) -> StepResult:
     base = ctx.rs.sessions()[0][-1]
     windows: list[Window] = []
-    rungs: list[dict[str, Any]] = []
-    ctx.context = {"found": False, "limit_tokens": None, "largest_ok_prompt_tokens": None}
+    rungs: list[Json] = []
+    ctx.context = ContextLimit(found=False, limit_tokens=None, largest_ok_prompt_tokens=None)
     failure = None
     ctx.progress.start("history_doubling", ctx.opts.max_history_doublings + 1)
     for i in range(ctx.opts.max_history_doublings + 1):
@@ -221,14 +209,17 @@ async def history_doubling(ctx: Ctx) -> StepResult:
             ctx.context["largest_ok_prompt_tokens"] = rec.prompt_tokens or estimate
             continue
         if rec.error_kind == "context_length":
-            ctx.context.update(found=True, limit_tokens=_limit_from(rec, ctx.target.info.max_model_len))
+            ctx.context["found"] = True
+            ctx.context["limit_tokens"] = _limit_from(rec, ctx.target.info.max_model_len)
         else:
             failure = await _failure(ctx, out)
         break
     ctx.progress.finish()
     # The request that hit the context limit is the expected end of this step, not an error.
-    step = from_windows("history_doubling", windows, True, failure, detail={"rungs": rungs, "context": ctx.context})
-    if ctx.context["found"]:
+    step = from_windows(
+        "history_doubling", windows, True, failure, detail={"rungs": rungs, "context": to_jsonable(ctx.context)}
+    )
+    if ctx.context.get("found"):
         step = _without_expected_error(step)
     return step
 
@@ -239,15 +230,15 @@ def _without_expected_error(step: StepResult) -> StepResult:
     return replace(step, errors=max(0, step.errors - 1), ok=step.failure is None)
 
 
-def _rung_verdict(window: Window, slos: dict[str, float]) -> tuple[str, dict[str, Any]]:
+def _rung_verdict(window: Window, slos: dict[str, float]) -> tuple[str, JsonObject]:
     stats = summarise(window.records, window.duration_s, slos or None)
     d = window.deltas
-    detail = {
+    detail: JsonObject = {
         "requests": stats.requests,
         "errors": stats.errors,
         "preemptions": d.preemptions,
         "max_kv_usage": d.max_kv_usage,
-        "max_waiting_by_reason": d.max_waiting_by_reason,
+        "max_waiting_by_reason": to_jsonable(d.max_waiting_by_reason),
         "ttft_ms_p95": stats.ttft_ms_p95,
         "latency_ms_p95": stats.latency_ms_p95,
         "slo_attainment": stats.slo_attainment,
@@ -275,7 +266,7 @@ async def concurrency(ctx: Ctx) -> StepResult:
         label = f"concurrency_c{c}"
         ctx.progress.start(label, c * k)
         async with ctx.load.window(label) as out:
-            await ctx.load.run_sessions([sessions[i % len(sessions)][:k] for i in range(c)], c, progress=ctx.progress)
+            await ctx.load.run_sessions(SessionBatch([sessions[i % len(sessions)][:k] for i in range(c)], c))
         ctx.progress.finish()
         windows.extend(out)
         verdict, detail = _rung_verdict(out[0], ctx.opts.slos)
@@ -289,8 +280,19 @@ async def concurrency(ctx: Ctx) -> StepResult:
     failure = await _failure(ctx, windows[-1:]) if ctx.knee.reason == "failure" else None
     blind = () if ctx.load.scraper.available else ("no /metrics: preemptions cannot be seen, only errors and SLOs",)
     notes = blind + _length_notes(windows)
-    detail = {"rungs": [r.to_dict() for r in rungs], "knee": ctx.knee.to_dict(), "steps_per_session": k}
+    detail: JsonObject = {"rungs": [r.to_dict() for r in rungs], "knee": ctx.knee.to_dict(), "steps_per_session": k}
     return from_windows("concurrency", windows, True, failure, notes, detail)
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """A request the repeat step got a different answer to (detail.mismatches, keys in this order)."""
+
+    step: str
+    request_id: str
+    first: str
+    again: str
+    error_kind: str | None
 
 
 async def repeat(ctx: Ctx) -> StepResult:
@@ -298,7 +300,7 @@ async def repeat(ctx: Ctx) -> StepResult:
     names = [n for n in ("short_request", "tool_call", "agent_steps") if ctx.sent.get(n)]
     reqs = [(n, req) for n in names for req, _ in ctx.sent[n]]
     ctx.progress.start("repeat", 2 * len(reqs))
-    mismatches: list[dict[str, Any]] = []
+    mismatches: list[Mismatch] = []
     identical: dict[str, bool] = {n: True for n in names}
     async with ctx.load.window("repeat") as out:
         for name, req in reqs:
@@ -308,18 +310,14 @@ async def repeat(ctx: Ctx) -> StepResult:
             if again.fingerprint() != first.fingerprint() or not (first.ok and again.ok):
                 identical[name] = False
                 mismatches.append(
-                    {
-                        "step": name,
-                        "request_id": req.id,
-                        "first": first.content[:80],
-                        "again": again.content[:80],
-                        "error_kind": first.error_kind or again.error_kind,
-                    }
+                    Mismatch(name, req.id, first.content[:80], again.content[:80], first.error_kind or again.error_kind)
                 )
     ctx.progress.finish()
     ok = bool(reqs) and not mismatches
-    notes = tuple(f"{m['step']} {m['request_id']} differs" for m in mismatches[:3]) + _length_notes(out)
-    detail = {"compared": len(reqs), "temperature": 0.0, "identical_by_step": identical, "mismatches": mismatches}
+    notes = tuple(f"{m.step} {m.request_id} differs" for m in mismatches[:3]) + _length_notes(out)
+    detail = to_json_object(
+        {"compared": len(reqs), "temperature": 0.0, "identical_by_step": identical, "mismatches": mismatches}
+    )
     return from_windows("repeat", out, ok, await _failure(ctx, out), notes, detail)
 
 

@@ -7,10 +7,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from oomkit.launch.profile import Profile
 from oomkit.launch.server import Event, LaunchFailed, LaunchResult, Server, launched
+from oomkit.serial import JsonObject
 
 CHECK_PROMPT = "The quick brown fox"
 CHECK_MAX_TOKENS = 4
@@ -27,7 +27,7 @@ class RequestCheck:
     completion_tokens: int | None
     error: str | None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "ok": self.ok,
             "status": self.status,
@@ -46,7 +46,7 @@ class CheckResult:
     def healthy(self) -> bool:
         return self.launch.ready and self.launch.state == "complete" and bool(self.request and self.request.ok)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "healthy": self.healthy,
             **self.launch.to_dict(),

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from oomkit.redact import redact
+from oomkit.serial import JsonObject
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class PhaseReached:
     line: int
     time: str | None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {"phase": self.phase, "t_s": round(self.t_s, 3), "file": self.file, "line": self.line, "time": self.time}
 
 

@@ -17,6 +17,7 @@ from oomkit.launch.memory import _psutil
 from oomkit.launch.profile import Profile
 from oomkit.launch.server import Event, LaunchFailed, LaunchResult, Server, StopRequested, launched
 from oomkit.rundir import FINAL_STATES, RunDir, find_run
+from oomkit.serial import JsonObject
 
 STOP_WAIT_EXTRA_S = 20.0  # on top of the profile's stop_timeout_s: group kill and verification
 
@@ -71,7 +72,7 @@ class StopOutcome:
     already-ended."""
     survivors: tuple[int, ...]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {"run_dir": str(self.run_dir), "state": self.state, "how": self.how, "survivors": list(self.survivors)}
 
 

@@ -11,8 +11,13 @@ from typing import Any
 
 from oomkit.errors import MissingDependency
 from oomkit.fsio import JsonlWriter
+from oomkit.serial import JsonObject
 
 PSUTIL_HINT = "pip install psutil (or pip install 'oomkit[launch]')"
+PHASE_POLL_S = 0.05
+"""How often the sampler reads the current phase (a field read, no system call). A change is sampled
+at once: a phase shorter than the sampling interval (the tiny testbed loads its weights in about
+0.5 s) still gets a peak."""
 
 
 def _psutil() -> Any:
@@ -47,7 +52,7 @@ class MemorySample:
     procs: tuple[ProcSample, ...]
     gpus: tuple[GpuSample, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "t_s": round(self.t_s, 3),
             "phase": self.phase,
@@ -157,7 +162,8 @@ class PhasePeaks:
 
 
 class MemorySampler:
-    """Samples in a thread every `interval_s` until stopped; writes each sample as a JSONL line."""
+    """Samples in a thread every `interval_s`, and whenever the phase changes, until stopped; writes
+    each sample as a JSONL line."""
 
     def __init__(
         self,
@@ -197,12 +203,17 @@ class MemorySampler:
         return sample
 
     def _run(self) -> None:
+        sampled_phase: str | None = None
+        next_due_s = 0.0
         while not self._stop.is_set():
             try:
-                self.sample_now()
+                phase, now_s = self._phase(), time.monotonic()
+                if phase != sampled_phase or now_s >= next_due_s:
+                    sampled_phase, next_due_s = phase, now_s + self._interval_s
+                    self.sample_now()
             except Exception:
                 pass  # a sampling hiccup must never take the launch down
-            self._stop.wait(self._interval_s)
+            self._stop.wait(min(PHASE_POLL_S, self._interval_s))
 
     def stop(self) -> None:
         self._stop.set()

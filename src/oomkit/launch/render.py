@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from oomkit.launch.server import Event, LaunchResult
 from oomkit.redact import redact
+from oomkit.serial import Json
 
 
 def format_bytes(n: int | None) -> str:
@@ -28,7 +27,8 @@ def render_event(event: Event) -> str | None:
     if event.kind == "phase":
         return f"{event.t_s:7.1f}s  {event.message:<20} server.log:{event.data.get('line')}"
     if event.kind == "ready":
-        peak = format_bytes(event.data.get("peak_bytes"))
+        peak_bytes = event.data.get("peak_bytes")
+        peak = format_bytes(peak_bytes if isinstance(peak_bytes, int) else None)
         return f"{event.t_s:7.1f}s  {'READY':<20} {event.message}  (peak so far {peak})"
     if event.kind in ("started", "stopping", "serving"):
         return f"{event.t_s:7.1f}s  {event.kind:<20} {redact(event.message)}"
@@ -37,7 +37,7 @@ def render_event(event: Event) -> str | None:
     return None
 
 
-def render_result(result: LaunchResult, request: dict[str, Any] | None = None) -> str:
+def render_result(result: LaunchResult, request: Json = None) -> str:
     """The end-of-run summary: outcome, verdict with its evidence, peak memory per phase."""
     lines = [_headline(result, request)]
     verdict = result.verdict or {}
@@ -62,13 +62,13 @@ def render_result(result: LaunchResult, request: dict[str, Any] | None = None) -
     return "\n".join(redact(line) for line in lines)
 
 
-def _headline(result: LaunchResult, request: dict[str, Any] | None) -> str:
+def _headline(result: LaunchResult, request: Json) -> str:
     if not result.ready:
         return f"NOT READY ({result.reason}): {result.error or ''}".rstrip(": ")
     ready = f"ready in {result.ready_s:.1f} s at {result.base_url}"
-    if request is not None:
+    if isinstance(request, dict):  # the check request's JSON form; None without --check
         status = "ok" if request.get("ok") else f"FAILED ({request.get('error')})"
         ready += f"; check request {status}, {request.get('latency_ms')} ms"
     if result.state != "complete":
         return f"{result.state.upper()} ({result.reason}): {ready}"
-    return ("HEALTHY: " if request is not None else "STOPPED: ") + ready
+    return ("HEALTHY: " if isinstance(request, dict) else "STOPPED: ") + ready

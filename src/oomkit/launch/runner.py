@@ -18,6 +18,7 @@ from typing import IO, Any
 from oomkit.errors import InputError
 from oomkit.launch.memory import ProcessTree
 from oomkit.launch.ports import check_port, free_port  # noqa: F401  (imported from here by older callers)
+from oomkit.serial import JsonObject
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 GRACE_AFTER_TERM_GROUP_S = 5.0
@@ -42,7 +43,7 @@ class StopReport:
     """Processes still alive after everything: these may hold memory. Empty on success."""
     seen_pids: tuple[int, ...] = field(default_factory=tuple)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "requested": self.requested,
             "exit_code": self.exit_code,

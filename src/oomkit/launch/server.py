@@ -20,6 +20,7 @@ from oomkit.launch.profile import Profile, load_profile
 from oomkit.launch.runner import ServerProcess, StopReport
 from oomkit.redact import redact_args
 from oomkit.rundir import RunDir, now_iso
+from oomkit.serial import Json, JsonObject, to_jsonable
 
 POLL_INTERVAL_S = 0.5
 EOF_WAIT_S = 10.0  # after the server exits, how long to wait for the rest of its output
@@ -36,7 +37,7 @@ class Event:
     kind: str
     t_s: float
     message: str
-    data: dict[str, Any] = field(default_factory=dict)
+    data: JsonObject = field(default_factory=dict)
 
 
 class StopRequested(Exception):
@@ -63,7 +64,7 @@ class LaunchResult:
     stop: StopReport | None
     error: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "ready": self.ready,
             "state": self.state,
@@ -76,7 +77,7 @@ class LaunchResult:
             "timeline": [p.to_dict() for p in self.phases],
             "verdict": self.verdict,
             "figures": self.figures,
-            "peak_memory_bytes": self.peak_memory_bytes,
+            "peak_memory_bytes": dict(self.peak_memory_bytes),
             "memory_source": self.memory_source,
             "stop": self.stop.to_dict() if self.stop else None,
         }
@@ -107,7 +108,7 @@ class Server:
         self._follower: LogFollower | None = None
         self._sampler: MemorySampler | None = None
         self._cpu_at_start = 0.0
-        self._overhead: dict[str, Any] = {}
+        self._overhead: JsonObject = {}
 
     run_dir = property(lambda self: self.run.path)
     log_path = property(lambda self: self.run.path / "server.log")
@@ -127,7 +128,7 @@ class Server:
         assert self._follower is not None, "the server was not started"
         return self._follower.result()
 
-    def emit(self, kind: str, message: str, **data: Any) -> None:
+    def emit(self, kind: str, message: str, **data: Json) -> None:
         if self._on_event:
             t_s = time.monotonic() - self._proc.started if self._proc else 0.0
             self._on_event(Event(kind, t_s, message, data))
@@ -204,7 +205,7 @@ class Server:
             overhead=self._overhead,
         )
         peak = max(self._sampler.peaks.primary().values(), default=0) if self._sampler else 0
-        self.emit("ready", self.base_url, ready_s=self.ready_s, peak_bytes=peak, models=self.model_ids)
+        self.emit("ready", self.base_url, ready_s=self.ready_s, peak_bytes=peak, models=to_jsonable(self.model_ids))
 
     def wait_exit(self, poll_s: float = 0.5) -> None:
         """Block until the server exits by itself (the foreground `oomkit launch`)."""
@@ -286,7 +287,7 @@ class Server:
             error=error,
         )
 
-    def _memory_summary(self) -> dict[str, Any]:
+    def _memory_summary(self) -> JsonObject:
         if not self._sampler:
             return {}
         peaks = self._sampler.peaks
@@ -294,8 +295,8 @@ class Server:
             "source": self._sampler.source,
             "interval_s": POLL_INTERVAL_S,
             "samples": self._sampler.samples,
-            "peak_rss_bytes": peaks.rss_bytes,
-            "peak_gpu_used_bytes": peaks.gpu_used_bytes or None,
+            "peak_rss_bytes": to_jsonable(peaks.rss_bytes),
+            "peak_gpu_used_bytes": to_jsonable(peaks.gpu_used_bytes or None),
         }
 
     def _vllm_version(self) -> str | None:
@@ -321,8 +322,8 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def _snapshot_with_timeout() -> dict[str, Any]:
-    box: dict[str, Any] = {}
+def _snapshot_with_timeout() -> JsonObject:
+    box: JsonObject = {}
     thread = threading.Thread(target=lambda: box.update(preflight.env_snapshot()), daemon=True)
     thread.start()
     thread.join(SNAPSHOT_WAIT_S)

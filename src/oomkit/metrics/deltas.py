@@ -3,11 +3,11 @@ of scrapes (never the server's lifetime totals, never the log's rolling 1,000-re
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 from oomkit.metrics.names import BY_KEY
 from oomkit.metrics.scrape import Scrape, by_label, name_used, value
+from oomkit.serial import JsonObject, to_json_object
 
 COUNTERS = (
     "preemptions",
@@ -42,8 +42,8 @@ class MetricDeltas:
     names: dict[str, str] = field(default_factory=dict)
     """Evidence: the metric name each figure was read from."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> JsonObject:
+        return to_json_object(self)
 
 
 def counter_delta(values: list[float | None]) -> tuple[float | None, bool]:
@@ -83,7 +83,7 @@ def compute(scrapes: list[Scrape]) -> MetricDeltas:
     ok = [s for s in scrapes if s.error is None]
     if not ok:
         return MetricDeltas(scrapes=0)
-    figures: dict[str, Any] = {}
+    figures: dict[str, float | None] = {}
     reset = False
     for key in COUNTERS:
         figures[key], r = counter_delta([value(s, key) for s in ok])

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from oomkit.metrics.periodic import start_loop, stop_loop
+from oomkit.serial import JsonObject
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0")
 MIB = 1024 * 1024
@@ -141,7 +142,7 @@ class MemorySampler:
     """Samples `probe` every `interval_s`; keeps the peak per label and writes each sample to `sink`."""
 
     probe: Any
-    sink: Callable[[dict[str, Any]], None] | None = None
+    sink: Callable[[JsonObject], None] | None = None
     interval_s: float = 0.5
     label: Callable[[], str] = lambda: ""
     peaks: dict[str, int] = field(default_factory=dict)

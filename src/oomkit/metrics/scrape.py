@@ -15,6 +15,7 @@ import httpx
 from oomkit.errors import MissingDependency
 from oomkit.metrics.names import BY_KEY, IGNORED_LABELS, INFO_FAMILY, KEEP_PREFIXES
 from oomkit.metrics.periodic import start_loop, stop_loop
+from oomkit.serial import JsonObject, to_jsonable
 
 SKIP_SUFFIXES = ("_bucket", "_created")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
@@ -30,8 +31,8 @@ class Scrape:
     error: str | None = None
     label: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"t_unix_s": round(self.t_unix_s, 3), "label": self.label, "samples": self.samples}
+    def to_dict(self) -> JsonObject:
+        d: JsonObject = {"t_unix_s": round(self.t_unix_s, 3), "label": self.label, "samples": to_jsonable(self.samples)}
         if self.error:
             d["error"] = self.error
         return d
@@ -145,7 +146,7 @@ class Scraper:
         self,
         http: httpx.AsyncClient,
         base_url: str,
-        sink: Callable[[dict[str, Any]], None] | None = None,
+        sink: Callable[[JsonObject], None] | None = None,
         interval_s: float = 1.0,
         label: Callable[[], str] = lambda: "",
     ):

@@ -8,8 +8,11 @@ import math
 from dataclasses import dataclass
 
 from oomkit.errors import UsageError
+from oomkit.plan.layouts import Layout
 from oomkit.plan.model import ModelShape
+from oomkit.plan.settings import Settings
 from oomkit.plan.versions import Behaviour
+from oomkit.serial import JsonObject, to_json_object
 
 GIB = 1024**3
 
@@ -22,14 +25,8 @@ class Assumption:
     source: str
     overridden: bool = False
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "value": self.value,
-            "unit": self.unit,
-            "source": self.source,
-            "overridden": self.overridden,
-        }
+    def to_dict(self) -> JsonObject:
+        return to_json_object(self)
 
 
 # Defaults of the estimates; `--assume NAME=VALUE` replaces any of them.
@@ -91,12 +88,11 @@ def assumptions(overrides: dict[str, float]) -> dict[str, Assumption]:
     return out
 
 
-def activation_bytes(
-    m: ModelShape, tp: int, dp: int, ep: bool, tokens: int, num_seqs: int, a: dict[str, Assumption]
-) -> int:
+def activation_bytes(m: ModelShape, layout: Layout, tokens: int, num_seqs: int, a: dict[str, Assumption]) -> int:
     """Peak transient memory of the profile run: one forward of `tokens` tokens (layers run one
     after another, so the widest layer sets the peak), or the sampler on `num_seqs` rows."""
     h, elem = m.hidden_size, 2
+    tp, dp = layout.tp, layout.dp
     attn = (m.num_attention_heads * m.head_dim * 2 + 2 * max(1, m.num_kv_heads // tp) * m.head_dim) // tp
     widest = attn
     if any(layer.mlp == "dense" for layer in m.layers):
@@ -104,7 +100,7 @@ def activation_bytes(
     if m.moe and any(layer.mlp == "moe" for layer in m.layers):
         e = m.moe
         width = e.latent_hidden or h
-        if ep:  # each rank runs its local experts on the tokens routed to them (2x imbalance)
+        if layout.ep:  # each rank runs its local experts on the tokens routed to them (2x imbalance)
             routed = min(e.experts_per_token, 2 * e.experts_per_token / (tp * dp))
             widest = max(widest, int(routed * (3 * e.intermediate + width)))
         else:
@@ -124,6 +120,15 @@ def cudagraph_bytes(m: ModelShape, pp: int, n_sizes: int, a: dict[str, Assumptio
 
 
 @dataclass(frozen=True)
+class Usage:
+    """What one GPU spends besides the KV cache: weights, the profile run's peak, CUDA graphs."""
+
+    weights_bytes: int
+    activation_bytes: int
+    cudagraph_bytes: int
+
+
+@dataclass(frozen=True)
 class Budget:
     capacity_bytes: int
     budget_bytes: int  # what vLLM may use: ceil(total x gmu), or the explicit KV bytes path
@@ -137,17 +142,11 @@ class Budget:
     notes: tuple[str, ...]
 
 
-def budget(
-    capacity: int,
-    gmu: float,
-    b: Behaviour,
-    platform: str,
-    weights: int,
-    act: int,
-    graphs: int,
-    a: dict[str, Assumption],
-    kv_bytes: int | None,
-) -> Budget:
+def budget(capacity: int, usage: Usage, s: Settings, b: Behaviour, platform: str, a: dict[str, Assumption]) -> Budget:
+    """`capacity` bytes of device memory; `s` gives gpu_memory_utilization and, when set,
+    --kv-cache-memory-bytes (the pool is given and profiling is skipped)."""
+    weights, act, graphs = usage.weights_bytes, usage.activation_bytes, usage.cudagraph_bytes
+    gmu, kv_bytes = s["gpu_memory_utilization"], s["kv_cache_memory_bytes"]
     other = int(a["other_gib"].value * GIB)
     ctx = int(a["cuda_context_gib"].value * GIB)
     notes: list[str] = []

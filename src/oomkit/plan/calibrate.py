@@ -4,12 +4,33 @@ non-KV overhead so the next prediction reproduces the printed KV budget."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from oomkit.errors import InputError, UsageError
 from oomkit.plan.core import GIB, Plan, PlanRequest, plan
 from oomkit.plan.levers import plan_with_levers
+
+
+@dataclass(frozen=True)
+class FigureRow:
+    """One figure the log printed, as the plan predicted it before and after the fit."""
+
+    figure: str
+    printed: float
+    predicted: float | None
+    calibrated: float | None
+    error_pct: float | None  # predicted against printed, before the fit
+
+
+@dataclass(frozen=True)
+class Calibration:
+    log: str  # the log paths, comma separated
+    rows: tuple[FigureRow, ...]
+    assume: dict[str, float]  # the fitted --assume values
+    notes: tuple[str, ...]
+    phase: str  # triage's phase of the log
+
 
 LOGGED_GPU = "logged-gpu"  # --from-log without --gpu: the device the log describes
 
@@ -80,7 +101,7 @@ def request_from_facts(req: PlanRequest, facts: Any) -> PlanRequest:
     return replace(req, **changes)
 
 
-def calibrate(req: PlanRequest, log_paths: list[str]) -> tuple[dict[str, Any], Plan]:
+def calibrate(req: PlanRequest, log_paths: list[str]) -> tuple[Calibration, Plan]:
     from oomkit.triage import analyse
 
     res = analyse(log_paths)
@@ -102,7 +123,7 @@ def calibrate(req: PlanRequest, log_paths: list[str]) -> tuple[dict[str, Any], P
             continue
         pred, cal = read(before), read(after)
         err = None if not printed or pred is None else round(100 * (pred - printed) / abs(printed), 2)
-        rows.append({"figure": name, "printed": printed, "predicted": pred, "calibrated": cal, "error_pct": err})
+        rows.append(FigureRow(name, printed, pred, cal, err))
     logged = ", ".join(f"{k}={v}" for k, v in sorted(facts.args.items()) if k in ARG_FIELDS) or "none printed"
     version = ".".join(map(str, before.behaviour.version))
     notes = [
@@ -111,8 +132,7 @@ def calibrate(req: PlanRequest, log_paths: list[str]) -> tuple[dict[str, Any], P
     ]
     if not assume:
         notes.append("nothing to fit: the log prints no KV budget the planner derives from the device budget")
-    cal = {"log": ", ".join(log_paths), "rows": rows, "assume": assume, "notes": notes, "phase": res.verdict.phase}
-    return cal, after
+    return Calibration(", ".join(log_paths), tuple(rows), assume, tuple(notes), res.verdict.phase), after
 
 
 def _fit(p: Plan, figures: dict[str, Any]) -> dict[str, float]:

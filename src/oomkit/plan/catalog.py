@@ -8,12 +8,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import yaml
 
 from oomkit.errors import InputError, UsageError
 from oomkit.plan.model import ModelShape, load_config, shape_from_config
+from oomkit.serial import JsonObject
 
 # cudaMemGetInfo's total is a little below nvidia-smi's: H100 80GB shows 81559 MiB in nvidia-smi
 # and 79.19 GiB in vLLM's lines (0.58% less). Used for GPUs without a printed total.
@@ -44,7 +45,7 @@ class Gpu:
             f"{self.name}: nvidia-smi {self.memory_mib} MiB x cuda_visible_fraction",
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "name": self.name,
             "memory_mib": self.memory_mib,
@@ -104,17 +105,27 @@ def find_gpu(name: str, memory_gib: float | None = None) -> Gpu:
     raise UsageError(f"unknown GPU {name!r}; known: {known}", hint="or describe it with --gpu-memory-gib N")
 
 
+class ModelEntry(TypedDict):
+    """One row of data/models/index.yaml: a built-in model and the config.json shipped for it."""
+
+    name: str
+    aliases: NotRequired[list[str]]
+    file: str
+    source: str
+
+
 @lru_cache(maxsize=1)
-def _model_index() -> tuple[dict[str, Any], ...]:
-    return tuple(yaml.safe_load(_data("models/index.yaml").read_text(encoding="utf-8")))
+def _model_index() -> tuple[ModelEntry, ...]:
+    rows: list[ModelEntry] = yaml.safe_load(_data("models/index.yaml").read_text(encoding="utf-8"))
+    return tuple(rows)
 
 
 def model_names() -> list[str]:
     return [row["name"] for row in _model_index()]
 
 
-def catalog_rows() -> list[dict[str, Any]]:
-    return [dict(row) for row in _model_index()]
+def catalog_rows() -> list[ModelEntry]:
+    return [row.copy() for row in _model_index()]
 
 
 def find_model(name_or_path: str, overrides: dict[str, Any] | None = None) -> ModelShape:

@@ -5,12 +5,34 @@ target, or total concurrency). A prefill/decode (PD) split is planned as two poo
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from oomkit.errors import OomkitError
 from oomkit.plan.catalog import find_gpu, find_model
 from oomkit.plan.core import Plan, PlanRequest, plan
 from oomkit.plan.layouts import Layout, candidates
+from oomkit.plan.model import ModelShape
+from oomkit.serial import JsonObject
+
+
+class CompareRow(TypedDict):
+    """One ranked layout; `oomkit plan --compare --json` prints the rows as they are."""
+
+    label: str
+    gpus: int
+    fits_load: bool
+    fits_one_request: bool
+    fits_target: bool | None
+    weights_gib: float
+    kv_cache_gib: float
+    kv_cache_tokens: int
+    max_concurrency: float
+    engines: int
+    total_concurrency: float
+    target_headroom: float | None  # free blocks over the blocks the target needs
+    layout: NotRequired[JsonObject]  # a PD split: {"prefill": ..., "decode": ...}
+    prefill: NotRequired[CompareRow]  # a PD split: the prefill pool's own row
+    error: NotRequired[str]  # the planner refused this layout
 
 
 def _request_for(req: PlanRequest, layout: Layout) -> PlanRequest:
@@ -19,32 +41,32 @@ def _request_for(req: PlanRequest, layout: Layout) -> PlanRequest:
     )
 
 
-def _row(p: Plan, label: str, gpus: int) -> dict[str, Any]:
+def _row(p: Plan, label: str, gpus: int) -> CompareRow:
     c, g = p.capacity, p.per_gpu_gib()
     headroom = None
     if p.target_blocks:
         headroom = round((c.num_blocks - 1) / p.target_blocks, 3)
-    return {
-        "label": label,
-        "gpus": gpus,
-        "fits_load": p.fits_load,
-        "fits_one_request": p.fits_load and c.fits_one_request,
-        "fits_target": p.fits_target,
-        "weights_gib": g["weights_gib"],
-        "kv_cache_gib": g["kv_cache_gib"],
-        "kv_cache_tokens": c.kv_cache_tokens,
-        "max_concurrency": round(c.max_concurrency, 2),
-        "engines": p.layout.dp,
-        "total_concurrency": round(c.max_concurrency * p.layout.dp, 2),
-        "target_headroom": headroom,
-        "layout": p.layout.to_dict(),
-    }
+    return CompareRow(
+        label=label,
+        gpus=gpus,
+        fits_load=p.fits_load,
+        fits_one_request=p.fits_load and c.fits_one_request,
+        fits_target=p.fits_target,
+        weights_gib=g["weights_gib"],
+        kv_cache_gib=g["kv_cache_gib"],
+        kv_cache_tokens=c.kv_cache_tokens,
+        max_concurrency=round(c.max_concurrency, 2),
+        engines=p.layout.dp,
+        total_concurrency=round(c.max_concurrency * p.layout.dp, 2),
+        target_headroom=headroom,
+        layout=p.layout.to_dict(),
+    )
 
 
-def compare(req: PlanRequest, gpu_counts: list[int]) -> list[dict[str, Any]]:
+def compare(req: PlanRequest, gpu_counts: list[int]) -> list[CompareRow]:
     m = find_model(req.model, req.hf_overrides or None)
     gpu = find_gpu(req.gpu, req.gpu_memory_gib)
-    rows: list[dict[str, Any]] = []
+    rows: list[CompareRow] = []
     layouts = candidates(m, gpu_counts, gpu.nvlink_domain)
     serve = [x for x in layouts if x.pool == "serve"]
     for layout in serve:
@@ -59,7 +81,7 @@ def compare(req: PlanRequest, gpu_counts: list[int]) -> list[dict[str, Any]]:
     return sorted(rows, key=_rank)
 
 
-def _pd_row(req: PlanRequest, m: Any, pre: Layout, dec: Layout) -> dict[str, Any]:
+def _pd_row(req: PlanRequest, m: ModelShape, pre: Layout, dec: Layout) -> CompareRow:
     label = f"PD prefill {pre.label.split(' ', 1)[1]} + decode {dec.label.split(' ', 1)[1]}"
     try:
         # The prefill pool needs one max-length prompt at a time; the decode pool holds the target.
@@ -75,25 +97,25 @@ def _pd_row(req: PlanRequest, m: Any, pre: Layout, dec: Layout) -> dict[str, Any
     return row
 
 
-def _failed(label: str, gpus: int, err: OomkitError) -> dict[str, Any]:
-    return {
-        "label": label,
-        "gpus": gpus,
-        "fits_load": False,
-        "fits_one_request": False,
-        "fits_target": None,
-        "weights_gib": 0.0,
-        "kv_cache_gib": 0.0,
-        "kv_cache_tokens": 0,
-        "max_concurrency": 0.0,
-        "engines": 0,
-        "total_concurrency": 0.0,
-        "target_headroom": None,
-        "error": err.one_line(),
-    }
+def _failed(label: str, gpus: int, err: OomkitError) -> CompareRow:
+    return CompareRow(
+        label=label,
+        gpus=gpus,
+        fits_load=False,
+        fits_one_request=False,
+        fits_target=None,
+        weights_gib=0.0,
+        kv_cache_gib=0.0,
+        kv_cache_tokens=0,
+        max_concurrency=0.0,
+        engines=0,
+        total_concurrency=0.0,
+        target_headroom=None,
+        error=err.one_line(),
+    )
 
 
-def _rank(row: dict[str, Any]) -> tuple[Any, ...]:
+def _rank(row: CompareRow) -> tuple[bool, bool, bool, float, float, int]:
     return (
         not row["fits_target"],
         not row["fits_load"],

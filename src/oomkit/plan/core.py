@@ -19,9 +19,11 @@ from oomkit.plan.kv import Capacity, KvLayout
 from oomkit.plan.layouts import Layout, validate
 from oomkit.plan.model import ModelShape
 from oomkit.plan.quant import resolve_kv_dtype, scheme_from_cli
+from oomkit.plan.settings import Settings, resolve_settings
 from oomkit.plan.state import DTYPE_BYTES, StateConfig, host_has_amx, host_has_avx512_bf16, ssm_dtype
-from oomkit.plan.versions import PLATFORMS, Behaviour, batch_defaults, behaviour, cudagraph_capture_sizes
+from oomkit.plan.versions import PLATFORMS, Behaviour, PlatformFacts, behaviour, cudagraph_capture_sizes
 from oomkit.plan.weights import Weights, weights_for
+from oomkit.serial import JsonObject, to_jsonable
 
 GIB = bud.GIB
 
@@ -67,7 +69,7 @@ class Plan:
     gpu: Gpu
     layout: Layout
     behaviour: Behaviour
-    settings: dict[str, Any]
+    settings: Settings
     weights: Weights
     budget: bud.Budget
     kv: KvLayout
@@ -95,15 +97,15 @@ class Plan:
             )
         }
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         c = self.capacity
         return {
             "model": self.model.to_dict(),
             "gpu": self.gpu.to_dict(),
             "layout": self.layout.to_dict(),
             "vllm": self.behaviour.to_dict(),
-            "settings": self.settings,
-            "per_gpu": self.per_gpu_gib(),
+            "settings": to_jsonable(self.settings),
+            "per_gpu": to_jsonable(self.per_gpu_gib()),
             "kv_bytes_per_token": self.kv.kv_bytes_per_token,
             "state_bytes_per_sequence": self.kv.state_bytes_per_sequence,
             "block_size": self.kv.block_size,
@@ -157,83 +159,45 @@ def resolve_layout(req: PlanRequest, gpu: Gpu) -> Layout:
     return layout
 
 
+@dataclass(frozen=True)
+class Inputs:
+    """What plan() resolves from the request before any memory arithmetic."""
+
+    request: PlanRequest
+    model: ModelShape
+    gpu: Gpu
+    behaviour: Behaviour
+    platform: PlatformFacts
+    layout: Layout
+    settings: Settings
+
+
 def plan(req: PlanRequest, model: ModelShape | None = None) -> Plan:
     """vLLM's memory for one request of the planner; levers are the caller's (oomkit.plan.levers)."""
-    m = model or find_model(req.model, req.hf_overrides or None)
-    gpu = find_gpu(req.gpu, req.gpu_memory_gib)
-    b = behaviour(req.vllm_version, gpu.platform)
-    pf = PLATFORMS[gpu.platform]
-    layout = resolve_layout(req, gpu)
-    validate(layout, m)
+    inp, cap_gib, cap_src = _inputs(req, model)
+    m, gpu, b, layout, s = inp.model, inp.gpu, inp.behaviour, inp.layout, inp.settings
     notes = list(m.notes)
     a = bud.assumptions(req.assume)
-    cap_gib, cap_src = gpu.capacity_gib(req.gpu_memory_gib)
-    if cap_gib is None and req.kv_cache_memory_bytes is None:
-        raise UsageError(
-            f"{gpu.name} has no fixed memory size", hint="pass --gpu-memory-gib N or --kv-cache-memory-bytes N"
-        )
-    capacity = int((cap_gib or 0) * GIB)
-    s = _settings(req, m, gpu, b, layout, cap_gib or 0.0)
     scheme = scheme_from_cli(req.quantization, m.dtype, m.quant) if req.quantization else m.quant
     mtp = req.num_speculative_tokens > 0 and m.mtp_layers > 0
     w = weights_for(m, layout, scheme, mtp=mtp)
-    kvd = resolve_kv_dtype(req.kv_cache_dtype, m.dtype)
-    if kvd.mla_bytes_per_token and not m.mla:
-        raise UsageError(f"--kv-cache-dtype {req.kv_cache_dtype} is an MLA-only layout")
-    state = _state(req, m, b, pf, s)
-    block = _block_size(req, m, b, pf)
-    m_kv, extra = (_with_mtp(m), m.mtp_layers) if mtp else (m, 0)
-    kernel = pf.mla_kernel_block if m.mla else pf.attn_kernel_block
-    layout_kv = kv.build(
-        kv.KvInputs(
-            m_kv, layout, kvd, block, s["max_model_len"], s["in_flight_tokens"], state, pf.mla_align_min, kernel, extra
-        )
-    )
-    if state.mode == "all":  # one state per mamba block of block_size tokens (0.17-0.30)
-        state = replace(state, mamba_blocks_all_mode=kv.cdiv(s["max_model_len"], layout_kv.block_size))
-        layout_kv = kv.build(
-            kv.KvInputs(
-                m_kv,
-                layout,
-                kvd,
-                block,
-                s["max_model_len"],
-                s["in_flight_tokens"],
-                state,
-                pf.mla_align_min,
-                kernel,
-                extra,
-            )
-        )
-    if mtp:
-        notes.append(f"{m.mtp_layers} MTP layer(s) loaded for speculative decoding: weights and KV included")
-    if m.vision:
-        notes.append(
-            f"vision tower counted: {m.vision.params / 1e9:.2f}B parameters on every rank "
-            "(encoder profiling memory not modelled)"
-        )
-    act = _override(a, req, "activation_gib") or bud.activation_bytes(
-        m, layout.tp, layout.dp, layout.ep, s["max_num_batched_tokens"], s["max_num_seqs"], a
-    )
-    graphs = 0
-    if pf.cudagraphs and not req.enforce_eager:
-        sizes = cudagraph_capture_sizes(
-            s["max_num_seqs"] * (1 + req.num_speculative_tokens), s["max_num_batched_tokens"], gpu.arch == "blackwell"
-        )
-        graphs = _override(a, req, "cudagraph_gib") or bud.cudagraph_bytes(m, layout.pp, len(sizes), a)
-    gmu = s["gpu_memory_utilization"]
-    bg = bud.budget(capacity, gmu, b, gpu.platform, w.per_gpu_bytes, act, graphs, a, req.kv_cache_memory_bytes)
+    block = _block_size(inp)
+    state, layout_kv = _kv_layout(inp, block, mtp)
+    notes += _model_notes(m, mtp)
+    act, graphs = _runtime_bytes(inp, a)
+    usage = bud.Usage(weights_bytes=w.per_gpu_bytes, activation_bytes=act, cudagraph_bytes=graphs)
+    bg = bud.budget(int((cap_gib or 0) * GIB), usage, s, b, gpu.platform, a)
     if cap_gib is None:
         bg = replace(bg, capacity_bytes=0, budget_bytes=0, startup_ok=True)
     notes += list(bg.notes)
     _note_estimates(a, act, graphs, s)
-    cap = _capacity(layout_kv, bg, s, layout, b, req)
+    cap = _capacity(inp, layout_kv, bg)
     if s["auto_fit"] and not cap.fits_one_request and cap.estimated_max_model_len:
         notes.append(f"auto-fit: max_model_len reduced from {s['max_model_len']} to {cap.estimated_max_model_len}")
-        s["max_model_len"] = cap.estimated_max_model_len
-        cap = _capacity(layout_kv, bg, s, layout, b, req)
+        inp = replace(inp, settings={**s, "max_model_len": cap.estimated_max_model_len})
+        cap = _capacity(inp, layout_kv, bg)
     fits_load = bg.startup_ok and bg.kv_bytes > 0 and not cap.no_memory
-    target_blocks, fits_target = _target(req, layout_kv, cap, layout.dcp, layout.dp, s, fits_load)
+    target_blocks, fits_target = _target(inp, layout_kv, cap, fits_load)
     notes.append(f"capacity: {cap_src}")
     return Plan(
         request=req,
@@ -241,7 +205,7 @@ def plan(req: PlanRequest, model: ModelShape | None = None) -> Plan:
         gpu=gpu,
         layout=layout,
         behaviour=b,
-        settings=s,
+        settings=inp.settings,
         weights=w,
         budget=bg,
         kv=layout_kv,
@@ -251,26 +215,80 @@ def plan(req: PlanRequest, model: ModelShape | None = None) -> Plan:
         target_blocks=target_blocks,
         assumptions=a,
         notes=tuple(notes),
-        defaults=_defaults(req, m, gpu, b, pf, s, state, layout_kv, block),
+        defaults=_defaults(inp, state, layout_kv, block),
     )
 
 
-def _defaults(
-    req: PlanRequest,
-    m: ModelShape,
-    gpu: Gpu,
-    b: Behaviour,
-    pf: Any,
-    s: dict[str, Any],
-    state: StateConfig,
-    layout_kv: KvLayout,
-    base_block: int,
-) -> tuple[Default, ...]:
+def _inputs(req: PlanRequest, model: ModelShape | None) -> tuple[Inputs, float | None, str]:
+    """The resolved inputs, the device memory in GiB (None: not fixed) and where it came from."""
+    m = model or find_model(req.model, req.hf_overrides or None)
+    gpu = find_gpu(req.gpu, req.gpu_memory_gib)
+    b = behaviour(req.vllm_version, gpu.platform)
+    layout = resolve_layout(req, gpu)
+    validate(layout, m)
+    cap_gib, cap_src = gpu.capacity_gib(req.gpu_memory_gib)
+    if cap_gib is None and req.kv_cache_memory_bytes is None:
+        raise UsageError(
+            f"{gpu.name} has no fixed memory size", hint="pass --gpu-memory-gib N or --kv-cache-memory-bytes N"
+        )
+    s = resolve_settings(req, m, gpu, b, layout, cap_gib or 0.0)
+    return Inputs(req, m, gpu, b, PLATFORMS[gpu.platform], layout, s), cap_gib, cap_src
+
+
+def _kv_layout(inp: Inputs, block: int, mtp: bool) -> tuple[StateConfig, KvLayout]:
+    req, m, pf, s = inp.request, inp.model, inp.platform, inp.settings
+    kvd = resolve_kv_dtype(req.kv_cache_dtype, m.dtype)
+    if kvd.mla_bytes_per_token and not m.mla:
+        raise UsageError(f"--kv-cache-dtype {req.kv_cache_dtype} is an MLA-only layout")
+    state = _state(inp)
+    m_kv, extra = (_with_mtp(m), m.mtp_layers) if mtp else (m, 0)
+    kernel = pf.mla_kernel_block if m.mla else pf.attn_kernel_block
+    kv_in = kv.KvInputs(
+        m_kv, inp.layout, kvd, block, s["max_model_len"], s["in_flight_tokens"], state, pf.mla_align_min, kernel, extra
+    )
+    layout_kv = kv.build(kv_in)
+    if state.mode == "all":  # one state per mamba block of block_size tokens (0.17-0.30)
+        state = replace(state, mamba_blocks_all_mode=kv.cdiv(s["max_model_len"], layout_kv.block_size))
+        layout_kv = kv.build(replace(kv_in, state=state))
+    return state, layout_kv
+
+
+def _model_notes(m: ModelShape, mtp: bool) -> list[str]:
+    notes = []
+    if mtp:
+        notes.append(f"{m.mtp_layers} MTP layer(s) loaded for speculative decoding: weights and KV included")
+    if m.vision:
+        notes.append(
+            f"vision tower counted: {m.vision.params / 1e9:.2f}B parameters on every rank "
+            "(encoder profiling memory not modelled)"
+        )
+    return notes
+
+
+def _runtime_bytes(inp: Inputs, a: dict[str, bud.Assumption]) -> tuple[int, int]:
+    """The activation peak of the profile run and the CUDA-graph pool, each an estimate unless assumed."""
+    req, m, s, layout = inp.request, inp.model, inp.settings, inp.layout
+    act = _override(a, req, "activation_gib") or bud.activation_bytes(
+        m, layout, s["max_num_batched_tokens"], s["max_num_seqs"], a
+    )
+    graphs = 0
+    if inp.platform.cudagraphs and not req.enforce_eager:
+        sizes = cudagraph_capture_sizes(
+            s["max_num_seqs"] * (1 + req.num_speculative_tokens),
+            s["max_num_batched_tokens"],
+            inp.gpu.arch == "blackwell",
+        )
+        graphs = _override(a, req, "cudagraph_gib") or bud.cudagraph_bytes(m, layout.pp, len(sizes), a)
+    return act, graphs
+
+
+def _defaults(inp: Inputs, state: StateConfig, layout_kv: KvLayout, base_block: int) -> tuple[Default, ...]:
+    req = inp.request
     ctx = DefaultsContext(
-        model=m,
-        platform=pf,
-        behaviour=b,
-        settings=s,
+        model=inp.model,
+        platform=inp.platform,
+        behaviour=inp.behaviour,
+        settings=inp.settings,
         state=state,
         kv=layout_kv,
         requested_block=req.block_size,
@@ -278,7 +296,7 @@ def _defaults(
         requested_ssm_dtype=req.mamba_ssm_cache_dtype,
         requested_prefix=req.enable_prefix_caching,
         requested_mnbt=req.max_num_batched_tokens,
-        on_cuda=gpu.platform == "cuda",
+        on_cuda=inp.gpu.platform == "cuda",
     )
     return defaults(ctx)
 
@@ -292,23 +310,11 @@ def _with_mtp(m: ModelShape) -> ModelShape:
     return replace(m, layers=m.layers + extra)
 
 
-def _capacity(
-    layout_kv: kv.KvLayout, bg: bud.Budget, s: dict[str, Any], layout: Layout, b: Behaviour, req: PlanRequest
-) -> kv.Capacity:
-    return kv.capacity(
-        layout_kv,
-        max(0, bg.kv_bytes),
-        s["max_model_len"],
-        layout.dcp,
-        s["in_flight_tokens"],
-        b.tokens_formula,
-        b.concurrency_formula,
-        b.null_block_reserved,
-        req.num_gpu_blocks_override,
-    )
+def _capacity(inp: Inputs, layout_kv: kv.KvLayout, bg: bud.Budget) -> kv.Capacity:
+    return kv.capacity(layout_kv, max(0, bg.kv_bytes), inp.settings, inp.layout.dcp, inp.behaviour)
 
 
-def _note_estimates(a: dict[str, bud.Assumption], act: int, graphs: int, s: dict[str, Any]) -> None:
+def _note_estimates(a: dict[str, bud.Assumption], act: int, graphs: int, s: Settings) -> None:
     if "activation_gib" not in a:
         a["activation_gib"] = bud.Assumption(
             "activation_gib",
@@ -334,58 +340,9 @@ def _override(a: dict[str, bud.Assumption], req: PlanRequest, name: str) -> int 
     return None
 
 
-def _settings(
-    req: PlanRequest, m: ModelShape, gpu: Gpu, b: Behaviour, layout: Layout, cap_gib: float
-) -> dict[str, Any]:
-    auto_fit = req.max_model_len == -1  # vLLM's --max-model-len -1 / auto
-    mml = m.max_position_embeddings if auto_fit or not req.max_model_len else req.max_model_len
-    if not mml:
-        raise UsageError(f"{m.name}: config has no max_position_embeddings", hint="pass --max-model-len N")
-    if m.max_position_embeddings and mml > m.max_position_embeddings:
-        raise UsageError(
-            f"--max-model-len {mml} is above the model's max_position_embeddings "
-            f"{m.max_position_embeddings} (vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)"
-        )
-    world = layout.tp * layout.pp
-    if b.version >= (0, 9):
-        mnbt_d, mns_d = batch_defaults(gpu.platform, cap_gib, gpu.name, world)
-    else:
-        mnbt_d, mns_d = 2048, 256
-    mns = req.max_num_seqs or mns_d
-    if b.engine == "v0":  # no chunked prefill: the profile batch is a whole max-length prompt
-        mnbt = req.max_num_batched_tokens or max(mml, 2048)
-    else:
-        mnbt = req.max_num_batched_tokens or min(mns * mml, mnbt_d)
-    if not req.max_num_seqs:
-        mns = min(mns, mnbt)
-    gmu = req.gpu_memory_utilization if req.gpu_memory_utilization is not None else b.default_gmu
-    if not 0 < gmu <= 1:
-        raise UsageError("--gpu-memory-utilization must be in (0, 1]")
-    batches = layout.pp
-    if gpu.platform == "cuda" and b.version >= (0, 13):  # async scheduling on by default
-        batches = layout.pp + 1 if b.version >= (0, 34) else (2 if layout.pp == 1 else layout.pp)
-    in_flight = batches * mnbt if b.version >= (0, 32) else mnbt
-    prefix = req.enable_prefix_caching if req.enable_prefix_caching is not None else b.version >= (0, 13)
-    if gpu.platform == "cpu" and m.mla and not host_has_amx():
-        prefix = False  # "MLA is enabled on a non-GPU platform; forcing ... prefix caching to be disabled"
-    return {
-        "max_model_len": int(mml),
-        "auto_fit": auto_fit,
-        "max_num_seqs": int(mns),
-        "max_num_batched_tokens": int(mnbt),
-        "gpu_memory_utilization": gmu,
-        "kv_cache_dtype": req.kv_cache_dtype,
-        "enable_prefix_caching": prefix,
-        "in_flight_tokens": int(in_flight),
-        "num_speculative_tokens": req.num_speculative_tokens,
-        "enforce_eager": req.enforce_eager,
-        "kv_cache_memory_bytes": req.kv_cache_memory_bytes,
-        "num_gpu_blocks_override": req.num_gpu_blocks_override,
-    }
-
-
-def _state(req: PlanRequest, m: ModelShape, b: Behaviour, pf: Any, s: dict[str, Any]) -> StateConfig:
-    mode = b.mamba_cache_mode_prefix if s["enable_prefix_caching"] else "none"
+def _state(inp: Inputs) -> StateConfig:
+    req, m, pf = inp.request, inp.model, inp.platform
+    mode = inp.behaviour.mamba_cache_mode_prefix if inp.settings["enable_prefix_caching"] else "none"
     if m.linear is None:
         return StateConfig(2, 2, req.num_speculative_tokens, mode)
     # On CPU the float32 reset happens only where the accelerated GDN kernel runs (AVX-512 BF16).
@@ -403,7 +360,8 @@ def _state(req: PlanRequest, m: ModelShape, b: Behaviour, pf: Any, s: dict[str, 
     )
 
 
-def _block_size(req: PlanRequest, m: ModelShape, b: Behaviour, pf: Any) -> int:
+def _block_size(inp: Inputs) -> int:
+    req, m, b, pf = inp.request, inp.model, inp.behaviour, inp.platform
     if m.mla and pf.name == "cpu":
         if not host_has_amx():
             return 16  # the reference CPU MLA decode kernel compiles only for block 16 (platforms/cpu.py)
@@ -415,21 +373,14 @@ def _block_size(req: PlanRequest, m: ModelShape, b: Behaviour, pf: Any) -> int:
     return pf.default_block_size or b.default_block_size
 
 
-def _target(
-    req: PlanRequest,
-    layout_kv: kv.KvLayout,
-    cap: kv.Capacity,
-    dcp: int,
-    dp_engines: int,
-    s: dict[str, Any],
-    loads: bool,
-) -> tuple[int | None, bool | None]:
+def _target(inp: Inputs, layout_kv: kv.KvLayout, cap: kv.Capacity, loads: bool) -> tuple[int | None, bool | None]:
+    req, s = inp.request, inp.settings
     if not req.concurrency and not req.context:
         return None, None
     ctx = req.context or s["max_model_len"]
     # N requests spread over the DP engines; each engine has its own KV pool.
-    n = -(-(req.concurrency or 1) // dp_engines)
-    per_request = kv.blocks_needed(layout_kv.groups, ctx, dcp, s["in_flight_tokens"])
+    n = -(-(req.concurrency or 1) // inp.layout.dp)
+    per_request = kv.blocks_needed(layout_kv.groups, ctx, inp.layout.dcp, s["in_flight_tokens"])
     needed = n * per_request
     ok = loads and ctx <= s["max_model_len"] and n <= s["max_num_seqs"] and needed <= cap.num_blocks - 1
     return needed, ok

@@ -4,13 +4,14 @@ version, flag), the flag that pins it, and the vLLM function it follows. A user 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from oomkit.plan.kv import KvLayout
 from oomkit.plan.model import ModelShape
+from oomkit.plan.settings import Settings
 from oomkit.plan.state import StateConfig, host_has_amx, host_has_avx512_bf16
 from oomkit.plan.versions import Behaviour, PlatformFacts
+from oomkit.serial import JsonObject, to_json_object
 
 
 @dataclass(frozen=True)
@@ -21,8 +22,8 @@ class Default:
     pin: str  # the flag that fixes it
     source: str  # the vLLM code that decides it
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> JsonObject:
+        return to_json_object(self)
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class Context:
     model: ModelShape
     platform: PlatformFacts
     behaviour: Behaviour
-    settings: dict[str, Any]
+    settings: Settings
     state: StateConfig
     kv: KvLayout
     requested_block: int | None

@@ -10,7 +10,9 @@ from dataclasses import dataclass, replace
 from oomkit.plan.layouts import Layout, pp_partition
 from oomkit.plan.model import ModelShape
 from oomkit.plan.quant import KvDtype
+from oomkit.plan.settings import Settings
 from oomkit.plan.state import StateConfig, hybrid_block_size, state_bytes
+from oomkit.plan.versions import Behaviour
 from oomkit.units import cdiv
 
 
@@ -203,17 +205,13 @@ class Capacity:
     needed_bytes: int  # KV memory one max_model_len request needs (worst stage)
 
 
-def capacity(
-    kv: KvLayout,
-    available_bytes: int,
-    max_model_len: int,
-    dcp: int,
-    in_flight: int,
-    tokens_formula: str,
-    concurrency_formula: str,
-    null_block_reserved: bool,
-    num_blocks_override: int | None = None,
-) -> Capacity:
+def capacity(kv: KvLayout, available_bytes: int, s: Settings, dcp: int, behaviour: Behaviour) -> Capacity:
+    """The block pool `available_bytes` buys, and what it holds, counted with that version's formulas."""
+    max_model_len, in_flight, num_blocks_override = (
+        s["max_model_len"],
+        s["in_flight_tokens"],
+        s["num_gpu_blocks_override"],
+    )
     stage_bpb = [bytes_per_block(kv.groups, st) for st in kv.stage_layers]
     stage_bpb = [b for b in stage_bpb if b > 0] or [1]
     if num_blocks_override is not None:  # get_kv_cache_configs: the override sets the capacity
@@ -222,7 +220,7 @@ def capacity(
         stage_avail = [available_bytes for _ in stage_bpb]
     num_blocks = min(max(0, a) // b for a, b in zip(stage_avail, stage_bpb, strict=False))
     per_req = blocks_needed(kv.groups, max_model_len, dcp, in_flight)
-    check = [a - (b if null_block_reserved else 0) for a, b in zip(stage_avail, stage_bpb, strict=False)]
+    check = [a - (bpb if behaviour.null_block_reserved else 0) for a, bpb in zip(stage_avail, stage_bpb, strict=False)]
     no_memory = any(c <= 0 for c in check)
     fits = not no_memory and all(b * per_req <= c for b, c in zip(stage_bpb, check, strict=False))
     estimate = None
@@ -232,11 +230,11 @@ def capacity(
             for b, c in zip(stage_bpb, check, strict=False)
         )
     conc = num_blocks / per_req if per_req else 0.0
-    if concurrency_formula == "tokens_over_len":
+    if behaviour.concurrency_formula == "tokens_over_len":
         conc = num_blocks * kv.block_size / max_model_len
-    if tokens_formula == "concurrency_x_len":
+    if behaviour.tokens_formula == "concurrency_x_len":
         tokens = int(conc * max_model_len)
-    elif tokens_formula == "blocks_per_group":
+    elif behaviour.tokens_formula == "blocks_per_group":
         min_block = min(g.specs[0].block_size for g in kv.groups)
         tokens = num_blocks // len(kv.groups) * min_block * dcp
     else:

@@ -4,9 +4,10 @@ enforces on them, and the candidate layouts `oomkit plan --compare` ranks."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from oomkit.errors import UsageError
+from oomkit.serial import JsonObject
 
 if TYPE_CHECKING:
     from oomkit.plan.model import ModelShape
@@ -44,7 +45,7 @@ class Layout:
             core += f"+DCP{self.dcp}"
         return core if self.pool == "serve" else f"{self.pool} {core}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "label": self.label,
             "tp": self.tp,

@@ -9,6 +9,7 @@ from typing import Any
 from oomkit.errors import OomkitError
 from oomkit.plan.core import Plan, PlanRequest, plan
 from oomkit.plan.model import ModelShape
+from oomkit.serial import JsonObject, to_json_object
 
 KV_ONLY = ("fp8_kv", "shorter_context", "dcp", "replayssm")
 
@@ -24,8 +25,8 @@ class Summary:
     fits_one_request: bool
     fits_target: bool | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+    def to_dict(self) -> JsonObject:
+        return to_json_object(self)
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,8 @@ class Lever:
     before: Summary | None = None
     after: Summary | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.id, "lever": self.lever, "applies": self.applies, "flag": self.flag}
+    def to_dict(self) -> JsonObject:
+        out: JsonObject = {"id": self.id, "lever": self.lever, "applies": self.applies, "flag": self.flag}
         if self.before is not None and self.after is not None:
             out.update(before=self.before.to_dict(), after=self.after.to_dict())
         if self.why is not None:

@@ -14,6 +14,7 @@ from typing import Any
 from oomkit.errors import InputError
 from oomkit.fsio import JSON_ERRORS, read_text_limited
 from oomkit.plan.quant import QuantScheme, scheme_from_config
+from oomkit.serial import JsonObject
 
 ATTN_KINDS = ("full", "sliding", "mla", "linear", "none")
 
@@ -118,8 +119,8 @@ class ModelShape:
     def count(self, attn: str) -> int:
         return sum(1 for layer in self.layers if layer.attn == attn)
 
-    def to_dict(self) -> dict[str, Any]:
-        kinds = {k: self.count(k) for k in ATTN_KINDS if self.count(k)}
+    def to_dict(self) -> JsonObject:
+        kinds: JsonObject = {k: self.count(k) for k in ATTN_KINDS if self.count(k)}
         return {
             "name": self.name,
             "source": self.source,

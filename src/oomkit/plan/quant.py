@@ -11,6 +11,7 @@ from functools import lru_cache
 from typing import Any
 
 from oomkit.errors import InputError
+from oomkit.serial import JsonObject
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ class QuantScheme:
             return self.base_format
         return self.linear_format
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "method": self.method,
             "linear_format": self.linear_format,

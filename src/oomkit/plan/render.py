@@ -3,8 +3,8 @@ words, then the levers. JSON output is `Plan.to_dict()` as is."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from oomkit.plan.calibrate import Calibration
+from oomkit.plan.compare import CompareRow
 from oomkit.plan.core import Plan
 from oomkit.plan.defaults import defaults_text
 from oomkit.plan.levers import Lever
@@ -25,8 +25,7 @@ def _yes(value: bool | None) -> str:
 
 
 def plan_text(p: Plan) -> str:
-    d = p.to_dict()
-    g, s, c = d["per_gpu"], p.settings, p.capacity
+    g, s, c = p.per_gpu_gib(), p.settings, p.capacity
     head = (
         f"{p.model.name} on {p.layout.gpus} x {p.gpu.name} ({p.layout.label}), vLLM "
         f"{'.'.join(map(str, p.behaviour.version))}, max_model_len {s['max_model_len']:,}, "
@@ -109,7 +108,7 @@ def lever_text(x: Lever) -> str:
     return text
 
 
-def compare_text(rows: list[dict[str, Any]]) -> str:
+def compare_text(rows: list[CompareRow]) -> str:
     out = [
         f"{'layout':<34}{'GPUs':>5}{'load':>6}{'1 req':>7}{'target':>8}{'weights':>9}{'KV GiB':>8}"
         f"{'KV tokens':>12}{'conc/eng':>10}{'engines':>8}"
@@ -123,24 +122,23 @@ def compare_text(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def calibration_text(cal: dict[str, Any]) -> str:
+def calibration_text(cal: Calibration) -> str:
     out = [
-        f"calibration from {cal['log']}",
+        f"calibration from {cal.log}",
         f"{'figure':<28}{'printed':>14}{'predicted':>14}{'error':>9}{'calibrated':>14}",
     ]
-    for row in cal["rows"]:
-        err = "" if row["error_pct"] is None else f"{row['error_pct']:+.1f}%"
+    for row in cal.rows:
+        err = "" if row.error_pct is None else f"{row.error_pct:+.1f}%"
         out.append(
-            f"{row['figure']:<28}{_fmt(row['printed']):>14}{_fmt(row['predicted']):>14}{err:>9}"
-            f"{_fmt(row['calibrated']):>14}"
+            f"{row.figure:<28}{_fmt(row.printed):>14}{_fmt(row.predicted):>14}{err:>9}{_fmt(row.calibrated):>14}"
         )
-    if cal["assume"]:
-        out.append("fitted: " + " ".join(f"--assume {k}={v}" for k, v in cal["assume"].items()))
-    out += [f"  - {n}" for n in cal["notes"]]
+    if cal.assume:
+        out.append("fitted: " + " ".join(f"--assume {k}={v}" for k, v in cal.assume.items()))
+    out += [f"  - {n}" for n in cal.notes]
     return "\n".join(out)
 
 
-def _fmt(x: Any) -> str:
+def _fmt(x: float | None) -> str:
     if x is None:
         return "-"
     if isinstance(x, float):

@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 
 from oomkit.errors import UsageError
+from oomkit.serial import JsonObject
 
 DEFAULT_VERSION = "0.34"
 KNOWN = (
@@ -50,7 +51,7 @@ class Behaviour:
     mamba_cache_mode_prefix: str  # mode when prefix caching is on: align | all | none
     sources: tuple[str, ...]
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> JsonObject:
         return {
             "vllm_version": ".".join(map(str, self.version)),
             "engine": self.engine,

@@ -253,7 +253,9 @@ def render_html(d: dict[str, Any], now: str) -> str:
         f"<title>{e(title)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{e(title)}</h1>",
         _verdict(dec),
-        f"<p class='muted'>from {e(d['source'])}, generated {e(now)}, request set {e(d['request_set_id'] or 'none')}</p>",
+        f"<p class='muted'>from {e(d['source'])}, generated {e(now)}, request set {e(d['request_set_id'] or 'none')}"
+        + (f", sampling {e(d['sampling'])}" if d.get("sampling") else "")
+        + "</p>",
         _evidence(dec),
         "<h2>Load levels</h2>",
         _levels(d),

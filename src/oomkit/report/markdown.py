@@ -85,7 +85,9 @@ def render_markdown(d: dict[str, Any], now: str) -> str:
     out = [f"# oomkit report: {_cell(dec['verdict'] if dec else 'measurements')}", ""]
     out += _decision(dec)
     out += [
-        f"From {_code(d['source'])}, generated {_cell(now)}, request set {_code(d['request_set_id'] or 'none')}.",
+        f"From {_code(d['source'])}, generated {_cell(now)}, request set {_code(d['request_set_id'] or 'none')}"
+        + (f", sampling {_cell(d['sampling'])}" if d.get("sampling") else "")
+        + ".",
         "",
     ]
     out += _evidence(dec) if dec else []

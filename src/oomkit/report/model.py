@@ -131,6 +131,37 @@ def _modes(facts: Facts) -> list[dict[str, Any]]:
     return rows
 
 
+def _request_set_header(facts: Facts) -> dict[str, Any]:
+    """The first request-set header among the runs (ladder, bench and compare folders write one)."""
+    for run in facts.runs:
+        path = Path(run.path) / "request-set.jsonl"
+        if path.is_file():
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                first = fh.readline()
+            try:
+                header = json.loads(first)
+            except ValueError:
+                continue
+            if isinstance(header, dict) and str(header.get("kind", "")).startswith("oomkit.request_set"):
+                return header
+    return {}
+
+
+def sampling(facts: Facts) -> str | None:
+    """How the requests sampled, stated in the report because it decides what a CPU hybrid engine
+    survives (seeded sampling kills it on chunked prefill) and whether reruns can be identical."""
+    workload = _request_set_header(facts).get("workload") or {}
+    if "temperature" not in workload:
+        return None
+    temperature = float(workload["temperature"])
+    text = "greedy (temperature 0)" if temperature == 0 else f"temperature {temperature:g}"
+    if workload.get("seed") is not None:
+        text += f", seed {workload['seed']}"
+    if workload.get("ignore_eos"):
+        text += ", ignore_eos (every reply runs to its max tokens)"
+    return text
+
+
 def build(facts: Facts, decision: dict[str, Any] | None, source: str) -> dict[str, Any]:
     points = [p.to_dict() for p in facts.capacity().points]
     folders = {r.path: r for r in facts.ladders + [s for c in facts.compares for s in c.servers]}
@@ -148,6 +179,7 @@ def build(facts: Facts, decision: dict[str, Any] | None, source: str) -> dict[st
         "untested": untested,
         "runs": [r.to_dict() for r in facts.runs],
         "request_set_id": facts.request_set_id,
+        "sampling": sampling(facts),
     }
 
 

@@ -15,11 +15,12 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from oomkit.errors import InputError, MissingDependency
+from oomkit.serial import JsonObject, to_json_object
 
 if TYPE_CHECKING:
     from transformers import PreTrainedConfig, PreTrainedModel
@@ -66,43 +67,40 @@ _FULL_ATTENTION_INTERVAL = 4
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """What a testbed model was built from; saved as oomkit-testbed.json next to the weights."""
+    """What a testbed model is built from; saved as oomkit-testbed.json next to the weights.
 
-    kind: str
-    hidden: int
-    layers: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    intermediate: int
-    sliding_window: int | None
-    seed: int
+    `layers` None is the kind's default: 2 for llama, 4 for qwen3next (saved resolved).
+    `sliding_window` (llama only) makes every other layer a sliding-window layer. head_dim must be
+    64 or more: the CPU attention kernel rejects 16."""
+
+    kind: str = "llama"
+    hidden: int = 256
+    layers: int | None = None
+    heads: int = 4
+    kv_heads: int = 2
+    head_dim: int = 64
+    intermediate: int = 512
+    sliding_window: int | None = None
+    seed: int = 0
     max_position_embeddings: int = 4096
 
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+    @property
+    def num_layers(self) -> int:
+        if self.layers is not None:
+            return self.layers
+        return 2 if self.kind == "llama" else _FULL_ATTENTION_INTERVAL
+
+    def to_dict(self) -> JsonObject:
+        return to_json_object(self)
 
 
-def make_model(
-    out_dir: str | os.PathLike[str],
-    kind: str = "llama",
-    *,
-    hidden: int = 256,
-    layers: int | None = None,
-    heads: int = 4,
-    kv_heads: int = 2,
-    head_dim: int = 64,
-    intermediate: int = 512,
-    sliding_window: int | None = None,
-    seed: int = 0,
-) -> Path:
-    """Write a tokenizer, chat template, config.json and random model.safetensors to `out_dir`.
+def make_model(out_dir: str | os.PathLike[str], spec: ModelSpec | str = "llama") -> Path:
+    """Write a tokenizer, chat template, config.json and random model.safetensors to `out_dir`;
+    a plain string is the kind, with the default shape.
 
-    `layers` defaults to 2 for llama and 4 for qwen3next. `sliding_window` (llama only) makes every
-    other layer a sliding-window layer. head_dim must be 64 or more: the CPU attention kernel rejects
-    16. Refuses to overwrite a directory that holds anything other than a previous testbed model.
+    Refuses to overwrite a directory that holds anything other than a previous testbed model.
     """
-    spec = _spec(kind, hidden, layers, heads, kv_heads, head_dim, intermediate, sliding_window, seed)
+    spec = _checked(ModelSpec(kind=spec) if isinstance(spec, str) else spec)
     target = Path(out_dir).expanduser()
     _check_target(target)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -158,30 +156,22 @@ def default_model_dir(kind: str = "llama", *, create: bool = True, root: Path | 
     return path
 
 
-def _spec(
-    kind: str,
-    hidden: int,
-    layers: int | None,
-    heads: int,
-    kv_heads: int,
-    head_dim: int,
-    intermediate: int,
-    sliding_window: int | None,
-    seed: int,
-) -> ModelSpec:
-    if kind not in KINDS:
-        raise InputError(f"unknown testbed model kind {kind!r}", hint=f"use one of: {', '.join(KINDS)}")
-    if layers is None:
-        layers = 2 if kind == "llama" else _FULL_ATTENTION_INTERVAL
-    if min(hidden, layers, heads, kv_heads, head_dim, intermediate) < 1:
+def _checked(spec: ModelSpec) -> ModelSpec:
+    """`spec` with its layer count resolved, or InputError before any work."""
+    if spec.kind not in KINDS:
+        raise InputError(f"unknown testbed model kind {spec.kind!r}", hint=f"use one of: {', '.join(KINDS)}")
+    spec = replace(spec, layers=spec.num_layers)
+    if min(spec.hidden, spec.num_layers, spec.heads, spec.kv_heads, spec.head_dim, spec.intermediate) < 1:
         raise InputError("testbed model sizes must be positive integers")
-    if heads % kv_heads:
-        raise InputError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
-    if head_dim < 32:
-        raise InputError(f"head_dim {head_dim} is too small for the vLLM CPU attention kernel", hint="use head_dim 64")
-    if sliding_window is not None and (kind != "llama" or sliding_window < 1):
+    if spec.heads % spec.kv_heads:
+        raise InputError(f"heads ({spec.heads}) must be a multiple of kv_heads ({spec.kv_heads})")
+    if spec.head_dim < 32:
+        raise InputError(
+            f"head_dim {spec.head_dim} is too small for the vLLM CPU attention kernel", hint="use head_dim 64"
+        )
+    if spec.sliding_window is not None and (spec.kind != "llama" or spec.sliding_window < 1):
         raise InputError("sliding_window applies to kind 'llama' only and must be positive")
-    return ModelSpec(kind, hidden, layers, heads, kv_heads, head_dim, intermediate, sliding_window, seed)
+    return spec
 
 
 def _check_target(target: Path) -> None:
@@ -256,7 +246,7 @@ def _config(spec: ModelSpec, vocab_size: int) -> PreTrainedConfig:
         vocab_size=vocab_size,
         hidden_size=spec.hidden,
         intermediate_size=spec.intermediate,
-        num_hidden_layers=spec.layers,
+        num_hidden_layers=spec.num_layers,
         num_attention_heads=spec.heads,
         num_key_value_heads=spec.kv_heads,
         head_dim=spec.head_dim,
@@ -268,7 +258,7 @@ def _config(spec: ModelSpec, vocab_size: int) -> PreTrainedConfig:
     if spec.kind == "llama":
         extra = _sliding_fields(spec)
     else:
-        extra = {**_QWEN3NEXT_FIXED, "layer_types": _hybrid_layers(spec.layers)}
+        extra = {**_QWEN3NEXT_FIXED, "layer_types": _hybrid_layers(spec.num_layers)}
     return _config_factory(spec.kind)(**common, **extra)
 
 
@@ -284,7 +274,7 @@ def _sliding_fields(spec: ModelSpec) -> dict[str, object]:
     # vLLM's Llama reads per-layer `layer_types` and `sliding_window` (vllm/model_executor/models/llama.py).
     if spec.sliding_window is None:
         return {}
-    types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(spec.layers)]
+    types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(spec.num_layers)]
     return {"layer_types": types, "sliding_window": spec.sliding_window}
 
 

@@ -126,6 +126,32 @@ PROFILES: tuple[TestbedProfile, ...] = (
             "(v1/worker/gpu_model_runner.py, discarded partial-prefill samples); use temperature 0 here.",
         ),
     ),
+    TestbedProfile(
+        "testbed-hybrid-small-kv",
+        "qwen3next",
+        "ready",
+        "The hybrid with 24 KV blocks shared by its 4 layer groups and retention 0: 4 agent dialogs "
+        "preempt, and the retention interval changes cached tokens (the demo's investigation).",
+        {
+            **FAST,
+            **TOOLS,
+            "max_model_len": 1024,
+            "gpu_memory_utilization": 0.3,
+            "kv_cache_memory_bytes": 256 << 20,
+            "num_gpu_blocks_override": 24,
+            "enable_prefix_caching": True,
+            "enable_prompt_tokens_details": True,
+            "max_num_batched_tokens": 256,
+            "prefix_cache_retention_interval": 0,
+        },
+        "cpu-testbed.md §4 (a small pool preempts) and §6 (retention on the hybrid, chunked prefill)",
+        notes=(
+            "Measured here (AVX-512 BF16: 256-token blocks): capacity 2 dialogs, 4 preempt.",
+            "Without AVX-512 BF16 blocks hold 128 tokens, so the same 24 blocks hold half as much.",
+            "Use temperature 0 (examples/workload-testbed-greedy.yaml): seeded sampling kills this engine",
+            "once a prompt is chunked (see testbed-hybrid.yaml).",
+        ),
+    ),
 )
 
 

@@ -8,31 +8,33 @@ from dataclasses import dataclass, field
 
 from oomkit.logs import Record
 from oomkit.triage.facts import FactCollector
-from oomkit.triage.knowledge_rules import source_frames_phase, template_failure
-from oomkit.triage.model import Evidence, TimelineEntry
-from oomkit.triage.prefilter import LIVE_KEY
-from oomkit.triage.rules import (
+from oomkit.triage.failures import (
     BENIGN_SOURCES,
     CUT_TRACEBACK,
-    DECODE_FRAME,
     FAILURE_GATE,
     FAILURES,
+    FALLBACK_LINES,
+    SELF_KILL,
+)
+from oomkit.triage.frames import (
+    DECODE_FRAME,
+    ENV_FRAME,
     FRAME,
     FRAME_PHASES,
-    MARKER_GATE,
-    MARKERS,
     PREFILL_FRAME,
-    READY_TIMEOUT_S,
-    RESTART_MARKERS,
+    REPLY_WAIT_FRAME,
     SERVING_FRAME,
     SERVING_MESSAGE,
-    SHUTDOWN,
-    SLOW_STEP,
-    TIMELINE,
-    Failure,
 )
+from oomkit.triage.knowledge_rules import source_frames_phase, template_failure
+from oomkit.triage.markers import MARKER_GATE, MARKERS, READY_TIMEOUT_S, RESTART_MARKERS, SHUTDOWN, SLOW_STEP
+from oomkit.triage.model import Evidence, TimelineEntry
+from oomkit.triage.prefilter import LIVE_KEY
+from oomkit.triage.rules import TIMELINE, Failure
 
 MAX_FRAMES = 80
+TRACEBACK_HEADER = "Traceback (most recent call last)"
+IPYTHON_HEADER = re.compile(r"\s*[\w.]+\s+Traceback \(most recent call last\)\s*$")
 WORKER_METHOD = re.compile(r"while processing method (?P<m>\w+)|Error executing method '?(?P<m2>\w+)'?")
 # The last start-up lines before the API server: every memory step (weights, profile, KV cache,
 # graphs) is behind the engine once one of them is printed.
@@ -100,7 +102,9 @@ class Triage:
         self._frame(rec)
         if SERVING_MESSAGE.search(rec.msg):
             self.state.serving_message = True
-        if FAILURE_GATE.search(rec.msg):
+        # IPython's traceback header names the exception class the last line will print
+        # ("OutOfMemoryError    Traceback (most recent call last)"), before any frame: not the failure yet.
+        if FAILURE_GATE.search(rec.msg) and not IPYTHON_HEADER.match(rec.msg):
             self._failures(rec)
         return new
 
@@ -154,7 +158,7 @@ class Triage:
         if method:  # V0's wrappers name the method the worker ran: the outermost frame of its traceback
             self.state.methods[rec.pid] = f"worker::{method.group('m') or method.group('m2')}"
         frames = self.state.frames
-        if "Traceback (most recent call last)" in rec.msg:
+        if TRACEBACK_HEADER in rec.msg:
             frames[rec.pid] = []
             self.state.open_traceback = (Evidence(rec.file, rec.line, rec.text), rec.pid)
             return
@@ -164,15 +168,23 @@ class Triage:
                 # Frames with no header before them: an excerpt that starts inside a traceback.
                 self.state.frames_only = (Evidence(rec.file, rec.line, rec.text), rec.pid)
             stack = frames.setdefault(rec.pid, [])
-            stack.append(f"{m.group('path')}::{m.group('func')}")
+            path, func = m.group("path"), m.group("func")
+            if path is None:  # IPython's form names Class.method: the method is what the tables know
+                path, func = m.group("ipath"), func.rsplit(".", 1)[-1]
+            stack.append(f"{path}::{func}")
             del stack[:-MAX_FRAMES]
 
-    def _frames_phase(self, pid: int | None) -> str | None:
+    def _frames_phase(self, pid: int | None, memory: bool = False) -> str | None:
+        """`memory`: the failure is a memory error, which an installation frame does not place."""
         stack = self.state.frames.get(pid) or self.state.frames.get(None) or []
         method = self.state.methods.get(pid) or self.state.methods.get(None)
         stack = [method, *stack] if method else stack
         if len(stack) >= 2 and all(frame.endswith("::<module>") for frame in stack[-2:]):
             return "environment"  # raised while importing: the installation, not a start-up step
+        if stack and not memory and ENV_FRAME.search(stack[-1]):
+            return "environment"  # a backend refused the GPU or settings, or a kernel's JIT build failed
+        if stack and REPLY_WAIT_FRAME.search(stack[-1]):
+            return "timeout"  # it ends waiting for a worker that never answered
         startup = [p for f in stack for pat, p in FRAME_PHASES if pat.search(f.rsplit("::", 1)[-1]) or pat.search(f)]
         if startup:
             # Distributed set-up that fails inside vllm/distributed (NCCL, custom all-reduce) is the
@@ -187,11 +199,15 @@ class Triage:
     # -- failures -------------------------------------------------------------------------
     def _failures(self, rec: Record) -> None:
         st = self.state
+        if FALLBACK_LINES.search(rec.msg):
+            return  # vLLM logs it and goes on with another path
         benign = bool(rec.src and BENIGN_SOURCES.search(rec.src))
         matched: list[Failure] = []
         for rule in FAILURES:
             if rule.rank < 50 and (benign or st.shutdown is not None) and rule.cls != "pressure":
                 continue
+            if rule.id == "E-KILLED" and "E-FATALSIG" in st.hits and SELF_KILL.search(rec.msg):
+                continue  # vLLM's own kill of its process tree after a worker failed, not the OOM killer
             if rule.pattern.search(rec.msg):
                 matched.append(rule)
         if all(rule.cls in ("exception", "wrapper") for rule in matched) and (known := template_failure(rec.msg)):
@@ -212,7 +228,7 @@ class Triage:
         if old is not None:
             old.count += rec.repeat
             return
-        phase, source = self._context(rec)
+        phase, source = self._context(rec, rule.is_oom)
         st.hits[rule.id] = Hit(
             rule,
             Evidence(rec.file, rec.line, rec.text),
@@ -225,8 +241,8 @@ class Triage:
         )
         st.order.append(rule.id)
 
-    def _context(self, rec: Record) -> tuple[str | None, str]:
-        framed = self._frames_phase(rec.pid)
+    def _context(self, rec: Record, memory: bool = False) -> tuple[str | None, str]:
+        framed = self._frames_phase(rec.pid, memory)
         if framed and framed != "serving":
             return framed, "frames"
         if self.state.after is not None:
@@ -238,7 +254,9 @@ class Triage:
         return None, "none"
 
     def _prefill_hint(self, pid: int | None, msg: str) -> str | None:
-        stack = " ".join(self.state.frames.get(pid) or self.state.frames.get(None) or [])
+        # Function names only: a path such as vllm/spec_decode/ says nothing of the step's kind.
+        frames = self.state.frames.get(pid) or self.state.frames.get(None) or []
+        stack = " ".join(frame.rsplit("::", 1)[-1] for frame in frames)
         if PREFILL_FRAME.search(stack) or PREFILL_FRAME.search(msg):
             return "prefill"
         if DECODE_FRAME.search(stack):

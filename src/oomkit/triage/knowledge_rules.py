@@ -1,6 +1,7 @@
 """Triage rules drawn from the knowledge mined from vLLM's source (`oomkit.triage.knowledge`): the
 phase of traceback frames no hand rule names, and memory errors no hand rule names. Both come after
-the hand rules in `rules.py`, which stay first because they were checked against real logs."""
+the hand rules (`failures.py`, `frames.py`), which stay first because they were checked against real
+logs."""
 
 from __future__ import annotations
 

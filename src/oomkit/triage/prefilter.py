@@ -16,10 +16,10 @@ from __future__ import annotations
 import re
 
 from oomkit.logs.reader import Gaps
-from oomkit.triage import facts, rules
+from oomkit.triage import facts, failures, figures, frames, markers
 from oomkit.triage.literals import Need, ere_pattern, key_pattern, required_literals
 
-SERVE_MARKER = next(m for m in rules.MARKERS if m.id == "R-SERVE")
+SERVE_MARKER = next(m for m in markers.MARKERS if m.id == "R-SERVE")
 # Stats lines worth reading one by one: what StatsAggregate counts as full (KV cache >= FULL_KV_PCT
 # with requests waiting) or preempting. RE2 has no look-behind, so V0's "CPU KV cache usage" can
 # match too: a few extra key lines, never a missed one (tests/test_triage_prefilter.py checks the
@@ -29,18 +29,26 @@ PRESSURE = r"(?:Waiting|Pending): [1-9][^\n]*KV cache usage: (?:9[5-9]|100)|Pree
 
 def rule_patterns() -> list[tuple[str, re.Pattern[str]]]:
     """Every pattern the engine applies to a line, but the periodic ones, with a name for messages."""
-    named = [(m.id, m.pattern) for m in rules.MARKERS if m is not SERVE_MARKER]
-    named += [(f.id, f.pattern) for f in rules.FAILURES]
+    named = [(m.id, m.pattern) for m in markers.MARKERS if m is not SERVE_MARKER]
+    named += [(f.id, f.pattern) for f in failures.FAILURES]
     named += [
-        ("SHUTDOWN", rules.SHUTDOWN),
-        ("SLOW_STEP", rules.SLOW_STEP),
-        ("FRAME", rules.FRAME),
+        ("SHUTDOWN", markers.SHUTDOWN),
+        ("SLOW_STEP", markers.SLOW_STEP),
+        ("FRAME", frames.FRAME),
         ("TRACEBACK", re.compile(re.escape("Traceback (most recent call last)"))),
-        ("SERVING_MESSAGE", rules.SERVING_MESSAGE),
+        ("SERVING_MESSAGE", frames.SERVING_MESSAGE),
     ]
-    named += [(f"FIGURE {rule.source}", rule.pattern) for rule in facts.FIGURES]
-    for name in ("OOM_LINE", "OOM_ALLOCATED", "OOM_IN_USE", "CPU_ALLOC", "ENGINE_CFG", "ARGS_DICT", "ARGS_NS"):
-        named.append((name, getattr(facts, name)))
+    named += [(f"FIGURE {rule.source}", rule.pattern) for rule in figures.FIGURES]
+    named += [
+        ("OOM_LINE", figures.OOM_LINE),
+        ("OOM_ALLOCATED", figures.OOM_ALLOCATED),
+        ("OOM_IN_USE", figures.OOM_IN_USE),
+        ("OOM_PRIVATE", figures.OOM_PRIVATE),
+        ("CPU_ALLOC", figures.CPU_ALLOC),
+        ("ENGINE_CFG", facts.ENGINE_CFG),
+        ("ARGS_DICT", facts.ARGS_DICT),
+        ("ARGS_NS", facts.ARGS_NS),
+    ]
     named += [("VERSION", p) for p in facts.VERSION] + [("MODEL", p) for p in facts.MODEL]
     return named
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from oomkit.redact import redact
-from oomkit.triage.advice import advice_for
 from oomkit.triage.engine import Hit, Triage
-from oomkit.triage.facts import FULL_KV_PCT
-from oomkit.triage.model import DecidedBy, Evidence, Verdict
-from oomkit.triage.rules import PHASES, WORKER_START
-
-MAX_EVIDENCE = 6
+from oomkit.triage.markers import WORKER_START
+from oomkit.triage.model import DecidedBy, Verdict
+from oomkit.triage.quiet import no_failure_verdict, pressure_verdict
+from oomkit.triage.rules import PHASES
+from oomkit.triage.verdict_make import Conclusion, make_verdict, wrapper_hits
 
 
 def decide(t: Triage) -> Verdict:
@@ -21,24 +20,22 @@ def decide(t: Triage) -> Verdict:
     if died:
         return _vanished(t, died, hits)
     wrappers = [h for h in hits if h.rule.cls in ("wrapper", "exception")]
+    wrappers = wrappers or [h for h in hits if h.rule.cls == "dump"]  # the step's input dump: it raised
     if wrappers:
         return _crash(t, wrappers, hits)
-    pressure = _pressure(t, hits)
+    pressure = pressure_verdict(t, hits)
     if pressure:
         return pressure
     request = next((h for h in hits if h.rule.cls == "request"), None)
     if request:
-        return _verdict(
-            "not_oom_other",
-            False,
-            "high",
-            "explicit request-length error",
-            request.rule.what,
-            request.rule.id,
+        return make_verdict(
+            Conclusion(
+                "not_oom_other", False, "high", "explicit request-length error", request.rule.what, request.rule.id
+            ),
             [request],
             decided_by="template",
         )
-    return _no_failure(t)
+    return no_failure_verdict(t)
 
 
 def _from_hit(t: Triage, hit: Hit, hits: list[Hit]) -> Verdict:
@@ -55,8 +52,10 @@ def _from_hit(t: Triage, hit: Hit, hits: list[Hit]) -> Verdict:
         summary += f" while serving ({phase.split('_')[1]})"
     elif rule.is_oom and rule.phase is None:
         summary += f" during {phase.replace('_', ' ')}"
-    support = [hit] + [h for h in hits if h is not hit and h.rule.rank >= 50][:2] + _wrapper_hits(hits)[:1]
-    return _verdict(phase, rule.is_oom, confidence, reason, summary, rule.id, support, t, decided_by=decided)
+    support = [hit] + [h for h in hits if h is not hit and h.rule.rank >= 50][:2] + wrapper_hits(hits)[:1]
+    return make_verdict(
+        Conclusion(phase, rule.is_oom, confidence, reason, summary, rule.id), support, t, decided_by=decided
+    )
 
 
 def decided_by(hit: Hit) -> DecidedBy:
@@ -69,7 +68,7 @@ def decided_by(hit: Hit) -> DecidedBy:
 
 def _context_phase(hit: Hit, figures: dict | None = None) -> tuple[str, str, str]:
     phase, source = hit.context_phase, hit.context_source
-    if phase is None:
+    if phase is None or phase == "timeout":  # a memory error is not placed by a wait it interrupted
         return _placeless(hit, figures or {})
     if phase == "serving":
         hint = hit.prefill_hint
@@ -119,6 +118,16 @@ def _placeless(hit: Hit, figures: dict) -> tuple[str, str, str]:
                 "the engine was past start-up; no stats line tells prefill from decode"
             ),
         )
+    private = figures.get("oom_private_pools_gib")
+    if private and hit.rule.is_oom:
+        return (
+            "serving_prefill",
+            "low",
+            (
+                f"CUDA graphs already held {private:g} GiB (PyTorch's private pools), so start-up was past "
+                "graph capture; no stats line tells prefill from decode"
+            ),
+        )
     if hit.rule.is_oom:
         # The first large allocation a start makes is the model itself (and most OOMs reported with
         # nothing around them happen at start): weight loading is the likeliest place, not a known one.
@@ -135,15 +144,17 @@ def _placeless(hit: Hit, figures: dict) -> tuple[str, str, str]:
 
 def _vanished(t: Triage, died: Hit, hits: list[Hit]) -> Verdict:
     """A process vanished: SIGKILL from outside (OOM killer, a person) or a crash in native code."""
-    return _verdict(
-        "unknown",
-        False,
-        "low",
-        "an engine process died without logging a cause",
-        "an engine or worker process died without logging why: killed from outside (host OOM killer, a signal) "
-        "or crashed in native code; check `dmesg`, `kubectl describe pod` (OOMKilled) or the container's exit code",
-        died.rule.id,
-        [died] + _wrapper_hits(hits)[:1],
+    return make_verdict(
+        Conclusion(
+            "unknown",
+            False,
+            "low",
+            "an engine process died without logging a cause",
+            "an engine or worker process died without logging why: killed from outside (host OOM killer, a signal) "
+            "or crashed in native code; check `dmesg`, `kubectl describe pod` (OOMKilled) or the container's exit code",
+            died.rule.id,
+        ),
+        [died] + wrapper_hits(hits)[:1],
         t,
     )
 
@@ -153,18 +164,37 @@ def _crash(t: Triage, wrappers: list[Hit], hits: list[Hit]) -> Verdict:
     exc = t.state.last_exception
     first = wrappers[0]
     shown = wrappers[:3]
+    waited = next((h for h in wrappers if h.context_phase == "timeout"), None)
+    if waited is not None:
+        return make_verdict(
+            Conclusion(
+                "timeout",
+                False,
+                "medium" if exc else "low",
+                "the traceback ends in the wait for a worker's reply"
+                + ("" if exc else "; its exception is not in the log"),
+                "a worker stopped answering (hang): the engine failed while waiting for its reply, not for lack of memory",
+                waited.rule.id,
+            ),
+            shown,
+            t,
+            extra=[exc] if exc else [],
+            decided_by="frames",
+        )
     if exc is None and first.context_phase == "serving":
         # Most crashes while serving are not memory (bugs, bad requests, kernels): without the
         # exception line, not_oom_other is the likelier answer, and the confidence says it is a guess.
         phase, _, why = _context_phase(first)
-        return _verdict(
-            "not_oom_other",
-            False,
-            "low",
-            f"the exception line is not in the log; {why}",
-            f"the engine crashed while serving ({phase.split('_')[1]}); the log stops before the exception, "
-            "so whether memory ran out is not known",
-            first.rule.id,
+        return make_verdict(
+            Conclusion(
+                "not_oom_other",
+                False,
+                "low",
+                f"the exception line is not in the log; {why}",
+                f"the engine crashed while serving ({phase.split('_')[1]}); the log stops before the exception, "
+                "so whether memory ran out is not known",
+                first.rule.id,
+            ),
             shown,
             t,
             decided_by=decided_by(first),
@@ -175,25 +205,29 @@ def _crash(t: Triage, wrappers: list[Hit], hits: list[Hit]) -> Verdict:
             WORKER_START.search(first.evidence.text) and phase not in ("weight_loading", "network_communication")
         ):
             phase = "environment"  # a worker that fails before loading fails in device or distributed init
-        return _verdict(
-            phase if phase in PHASES else "unknown",
-            False,
-            "low",
-            "start-up failed; phase from the last marker, cause not in the log",
-            f"start-up failed during {phase.replace('_', ' ')}; the root-cause line is not in the log",
-            first.rule.id,
+        return make_verdict(
+            Conclusion(
+                phase if phase in PHASES else "unknown",
+                False,
+                "low",
+                "start-up failed; phase from the last marker, cause not in the log",
+                f"start-up failed during {phase.replace('_', ' ')}; the root-cause line is not in the log",
+                first.rule.id,
+            ),
             shown,
             t,
             decided_by=decided_by(first),
         )
     if exc is None and not first.after_ready and WORKER_START.search(first.evidence.text):
-        return _verdict(
-            "environment",
-            False,
-            "low",
-            "a worker failed to start before any phase marker",
-            "a worker failed to start before loading weights: device or distributed initialisation",
-            first.rule.id,
+        return make_verdict(
+            Conclusion(
+                "environment",
+                False,
+                "low",
+                "a worker failed to start before any phase marker",
+                "a worker failed to start before loading weights: device or distributed initialisation",
+                first.rule.id,
+            ),
             shown,
             t,
             decided_by="template",
@@ -201,27 +235,31 @@ def _crash(t: Triage, wrappers: list[Hit], hits: list[Hit]) -> Verdict:
     if exc is None and first.context_phase is None and not t.state.timeline and len(hits) == len(wrappers):
         # Only a wrapper ("Engine core initialization failed", "EngineDeadError"): no exception, no
         # frame, no marker, no other signal: nothing tells what failed or whether memory ran out.
-        return _verdict(
-            "unknown",
-            False,
-            "low",
-            "the engine died, but neither its exception nor a phase is in the log",
-            "the engine died; the root-cause lines above the wrapper are not in the log: collect the whole log",
-            first.rule.id,
+        return make_verdict(
+            Conclusion(
+                "unknown",
+                False,
+                "low",
+                "the engine died, but neither its exception nor a phase is in the log",
+                "the engine died; the root-cause lines above the wrapper are not in the log: collect the whole log",
+                first.rule.id,
+            ),
             shown,
             t,
         )
     placed = _startup_context(wrappers) if exc is not None else None
     if placed is not None and exc is not None:
         phase, hit = placed
-        return _verdict(
-            phase,
-            False,
-            "medium" if hit.context_source == "frames" else "low",
-            f"a non-memory exception during start-up, placed by its {'frames' if hit.context_source == 'frames' else 'last marker'}",
-            f"start-up failed during {phase.replace('_', ' ')} with an error that is not a memory error: "
-            f"{redact(exc.text.split('] ')[-1])[:200]}",
-            first.rule.id,
+        return make_verdict(
+            Conclusion(
+                phase,
+                False,
+                "medium" if hit.context_source == "frames" else "low",
+                f"a non-memory exception during start-up, placed by its {'frames' if hit.context_source == 'frames' else 'last marker'}",
+                f"start-up failed during {phase.replace('_', ' ')} with an error that is not a memory error: "
+                f"{redact(exc.text.split('] ')[-1])[:200]}",
+                first.rule.id,
+            ),
             shown,
             t,
             extra=[exc],
@@ -230,13 +268,15 @@ def _crash(t: Triage, wrappers: list[Hit], hits: list[Hit]) -> Verdict:
     summary = "the engine died with an error that is not a memory error"
     # Redacted before the cut, which could otherwise end inside a secret and keep an unmaskable prefix.
     summary += f": {redact(exc.text.split('] ')[-1])[:200]}" if exc else " (the exception itself is not in the log)"
-    return _verdict(
-        "not_oom_other",
-        False,
-        "medium" if exc else "low",
-        "fatal engine error without any memory, network or environment signature",
-        summary,
-        first.rule.id,
+    return make_verdict(
+        Conclusion(
+            "not_oom_other",
+            False,
+            "medium" if exc else "low",
+            "fatal engine error without any memory, network or environment signature",
+            summary,
+            first.rule.id,
+        ),
         shown,
         t,
         extra=[exc] if exc else [],
@@ -256,136 +296,3 @@ def _startup_context(wrappers: list[Hit]) -> tuple[str, Hit] | None:
         if phase in PHASES:
             return phase, hit
     return None
-
-
-def _pressure(t: Triage, hits: list[Hit]) -> Verdict | None:
-    stats = t.facts.stats
-    preempt = next((h for h in hits if h.rule.cls == "pressure"), None)
-    if not (preempt or stats.full_samples >= 2 or stats.saturated_samples or stats.preemptions > 0):
-        return None
-    parts = []
-    if stats.preemptions:
-        parts.append(f"{stats.preemptions:g} preemptions in stats lines")
-    if stats.full_samples:
-        parts.append(
-            f"KV cache >= {FULL_KV_PCT:g}% with requests waiting in {stats.full_samples} of {stats.samples} stats lines"
-        )
-    if preempt:
-        parts.append(preempt.rule.what)
-    extra = list(stats.full_evidence)
-    return _verdict(
-        "cache_pressure",
-        False,
-        "medium",
-        "no crash; serving limited by KV capacity",
-        "; ".join(parts),
-        preempt.rule.id if preempt else "R-STATS",
-        [preempt] if preempt else [],
-        t,
-        extra=extra,
-    )
-
-
-def _no_failure(t: Triage) -> Verdict:
-    st = t.state
-    if st.slow is not None:
-        return _verdict(
-            "timeout",
-            False,
-            "medium",
-            "a startup step ran longer than vLLM's default readiness timeout (600 s)",
-            "startup stalled: one step took longer than a readiness deadline allows",
-            "SLOW-STEP",
-            [],
-            t,
-            extra=[st.slow],
-            decided_by="marker",
-        )
-    if st.ready:
-        how = " and stopped cleanly" if st.shutdown else ""
-        return _verdict(
-            "healthy",
-            False,
-            "high",
-            "ready marker and no failure line",
-            f"the server became ready{how}; no failure was logged",
-            None,
-            [],
-            t,
-            extra=[Evidence(e.file, e.line, "") for e in st.timeline[-1:]],
-            decided_by="marker",
-        )
-    if st.engine_warm is not None:
-        return _verdict(
-            "healthy",
-            False,
-            "medium",
-            "start-up finished its memory steps (weights, KV cache, graphs); the log ends before the ready line",
-            "the engine finished start-up with no failure logged (the excerpt ends before the API server's ready line)",
-            None,
-            [],
-            t,
-            extra=[st.engine_warm],
-            decided_by="marker",
-        )
-    if st.timeline:
-        last = st.timeline[-1].phase
-        return _verdict(
-            "unknown",
-            False,
-            "low",
-            "log ends before ready without an error line",
-            f"the log ends during {last.replace('_', ' ')} with no error: startup still running, killed silently, or the excerpt is partial",
-            None,
-            [],
-            t,
-            decided_by="marker",
-        )
-    return _verdict(
-        "unknown",
-        False,
-        "low",
-        "no vLLM startup or failure line recognised",
-        "no vLLM phase marker or failure line was found",
-        None,
-        [],
-        t,
-    )
-
-
-def _wrapper_hits(hits: list[Hit]) -> list[Hit]:
-    return [h for h in hits if h.rule.cls == "wrapper"]
-
-
-def _verdict(
-    phase: str,
-    is_oom: bool,
-    confidence: str,
-    reason: str,
-    summary: str,
-    cause: str | None,
-    support: list[Hit],
-    t: Triage | None = None,
-    extra: list[Evidence] | None = None,
-    decided_by: DecidedBy = "context",
-) -> Verdict:
-    evidence: list[Evidence] = []
-    for h in support:
-        if h.evidence not in evidence:
-            evidence.append(h.evidence)
-    for ev in extra or []:
-        if ev not in evidence and ev.text:
-            evidence.append(ev)
-    if t is not None and "estimated_max_model_len" in t.facts.figures and phase == "kv_cache_allocation":
-        summary += f"; vLLM estimates the maximum length that fits at {t.facts.figures['estimated_max_model_len']}"
-    return Verdict(
-        phase=phase,
-        is_oom=is_oom,
-        confidence=confidence,
-        confidence_reason=reason,
-        summary=summary,
-        cause=cause,
-        evidence=tuple(evidence[:MAX_EVIDENCE]),
-        advice=advice_for(phase),
-        decided_by=decided_by,
-    )

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from oomkit.errors import InputError
+from oomkit.serial import JsonObject, to_json_object, to_jsonable
 from oomkit.workload.requestset import RequestSet, SetRequest, body_id
 from oomkit.workload.tokens import CHARS_PER_TOKEN
 
@@ -66,8 +67,8 @@ class Refusal:
     def over_tokens(self) -> int:
         return self.prompt_tokens + self.max_tokens - self.max_model_len
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "over_tokens": self.over_tokens}
+    def to_dict(self) -> JsonObject:
+        return {**to_json_object(self), "over_tokens": self.over_tokens}
 
     def line(self) -> str:
         where = f"agent session {self.session} step {self.step}" if self.kind == "agent" else f"{self.kind} probe"
@@ -96,14 +97,14 @@ class FitReport:
         n = len(self.trimmed)
         return f"fitted to max_model_len {self.max_model_len}: {n} request{'s' if n != 1 else ''} trimmed (history)"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "max_model_len": self.max_model_len,
             "fitted": self.max_model_len is not None,
             "requests": self.requests,
             "request_set_before": self.set_id_before,
             "request_set": self.set_id_after,
-            "trimmed": [asdict(t) for t in self.trimmed],
+            "trimmed": to_jsonable(self.trimmed),
             "estimate": ESTIMATE_NOTE,
         }
 
@@ -128,7 +129,7 @@ class DoesNotFit(InputError):
         )
         self.refusals = refusals
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "max_model_len": self.refusals[0].max_model_len,
             "fitted": False,

@@ -117,6 +117,33 @@ def parse_workload(data: object, origin: str = "workload") -> Workload:
         ) from None
 
 
+# A chain of `extends:` longer than this is a loop or a mistake, not a real workload family.
+MAX_EXTENDS = 4
+
+
+def _with_base(data: object, path: Path, depth: int) -> object:
+    """`extends: other.yaml` (relative to this file): that workload, with this file's fields on top;
+    nested mappings (tools, history) merge key by key. One file then states only what differs,
+    e.g. the greedy variant of a workload."""
+    if not isinstance(data, dict) or "extends" not in data:
+        return data
+    if depth >= MAX_EXTENDS:
+        raise InputError(f"{path}: `extends` goes deeper than {MAX_EXTENDS} files", hint="is there a loop?")
+    if not isinstance(data["extends"], str) or not data["extends"].strip():
+        raise InputError(f"{path}: field extends: the path of another workload file", hint="see docs/load.md")
+    base_path = path.parent / data["extends"]
+    base = _with_base(load_yaml(base_path, "workload file (extends)"), base_path, depth + 1)
+    if not isinstance(base, dict):
+        return base  # parse_workload names the type
+    merged = dict(base)
+    for key, value in data.items():
+        if key == "extends":
+            continue
+        both_maps = isinstance(value, dict) and isinstance(merged.get(key), dict)
+        merged[key] = {**merged[key], **value} if both_maps else value
+    return merged
+
+
 def load_workload(path: str | os.PathLike[str]) -> Workload:
     p = Path(path)
-    return parse_workload(load_yaml(p, "workload file"), str(p))
+    return parse_workload(_with_base(load_yaml(p, "workload file"), p, 0), str(p))

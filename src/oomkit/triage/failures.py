@@ -1,0 +1,378 @@
+"""Failure signatures that are not memory (environment, network, timeouts, crashes,
+configuration), the serving signals, and the wrappers; `FAILURES` is every signature in match order,
+the memory ones first."""
+
+from __future__ import annotations
+
+from oomkit.triage.failures_memory import MEMORY_FAILURES
+from oomkit.triage.rules import Failure, T, V, gate, rx
+
+FAILURES: tuple[Failure, ...] = (
+    *MEMORY_FAILURES,
+    # --- not memory: environment, network, timeouts, crashes, configuration
+    Failure(
+        "E-NCCL",
+        rx(
+            r"NCCL error|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclRemoteError|ncclInvalidUsage|NCCL WARN|DistBackendError|DistNetworkError|Watchdog caught collective operation timeout|Gloo connectFullMesh failed|mlx5dv_reg_dmabuf_mr|ibv_(?:reg_mr|create_qp|modify_qp)|Failed to load NCCL library|The client socket has (?:failed to connect|timed out)|TCPStore.*(?:timed out|refused)|DistStoreError|Timed out waiting \d+ms for (?:send|recv) operation|Connection closed by peer \[\d|waiting for clients\. \d+/\d+ clients joined"
+        ),
+        "network",
+        "network_communication",
+        False,
+        78,
+        "collective communication failed (NCCL/Gloo/RDMA): not a capacity problem",
+        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1, unhandled system error",
+        f"{V} §3 E-NCCL/E-NCCLWD; recipe note on mlx5dv_reg_dmabuf_mr; PyTorch c10d TCPStore server "
+        "('Timed out after N seconds waiting for clients. M/W clients joined.')",
+        excludes=("E-CPUALLOC",),
+    ),  # "ibv_reg_mr failed: Cannot allocate memory" is pinned memory (memlock), not host RAM
+    Failure(
+        "E-ENV",
+        rx(
+            r"cudaGetDeviceCount|Error 80[0-9]\b|forward compatibility was attempted|system not yet initialized|CUDA driver version is insufficient|NVIDIA driver on your system is too old|no kernel image is available for execution|No CUDA GPUs are available|Failed to infer device type|libcuda\.so|undefined symbol|GLIBC_\d|Failed to initialize NVML|NVML Shared Library Not Found|Driver/library version mismatch|[Ff]abric ?[Mm]anager|No package metadata was found for vllm|[Aa]ddress already in use|requires (?:a GPU with )?compute capability|not supported on (?:this|your) (?:GPU|device|platform)|ModuleNotFoundError: No module named|ImportError: |compute capability (?:below|of at least|>=)|only supports? (?:Ampere|Hopper)|HIP error: invalid device function|'_OpNamespace' '_C' object has no attribute|Torch not compiled with CUDA enabled|Too large swap space|cannot open shared object file|Version mismatch: The cluster was started with"
+            r"|No platform detected, vLLM is running on UnspecifiedPlatform"
+        ),
+        "environment",
+        "environment",
+        False,
+        70,
+        "the software/driver stack or the host setup is wrong (driver, CUDA build, missing module, port)",
+        "RuntimeError: Unexpected error from cudaGetDeviceCount(). Error 804: forward compatibility was attempted on non supported HW",
+        "vLLM/torch/CUDA error texts; recipe requirements (CUDA 13, driver r580+); glibc dlerror() "
+        "(cannot open shared object file); Ray's check_version_info (Version mismatch: The cluster was started with); "
+        "vllm/platforms/__init__.py (no platform plugin or builtin platform detected)",
+    ),
+    Failure(
+        "E-MODELCFG",
+        rx(
+            r"User-specified max_model_len \(\d+\) is greater than the derived|does not recognize this architecture"
+            r"|Unrecognized model in |requires you to execute the configuration file in that repo"
+            r"|contains custom code which must be executed|Pipeline parallelism is not supported for this model"
+        ),
+        "environment",
+        "environment",
+        False,
+        70,
+        "the model does not fit this installation or these settings: its type is unknown to the installed "
+        "Transformers, it needs trust_remote_code, it has no pipeline-parallel support, or max_model_len exceeds "
+        "what its config.json allows",
+        "ValueError: The checkpoint you are trying to load has model type `qwen3_moe` but Transformers does not "
+        "recognize this architecture.",
+        "vllm/config/model.py (ModelConfig: _get_and_verify_max_len 'greater than the derived', "
+        "verify_with_parallel_config 'SupportsPP'); transformers/models/auto/configuration_auto.py (AutoConfig); "
+        "transformers/dynamic_module_utils.py (resolve_trust_remote_code)",
+    ),
+    Failure(
+        "E-BACKEND",
+        rx(
+            r"Selected (?:MLA prefill )?backend \S+ is not valid for this configuration|not supported with VLLM_ATTENTION_BACKEND"
+            r"|No operator found for `memory_efficient_attention|xFormers wasn't build with CUDA support"
+        ),
+        "environment",
+        "environment",
+        False,
+        70,
+        "the attention backend refused this GPU, model or settings (FlashAttention/FlashInfer/xFormers): pick "
+        "a backend the GPU and build support",
+        "ValueError: Selected backend AttentionBackendEnum.FLASHINFER is not valid for this configuration. "
+        "Reason: ['attention sinks not supported']",
+        "vllm/platforms/cuda.py and rocm.py (get_attn_backend_cls); vllm/engine/arg_utils.py (_raise_or_fallback: "
+        "'VLLM_USE_V1=1 is not supported with'); xformers' dispatcher ('No operator found for')",
+    ),
+    Failure(
+        "E-JITBUILD",
+        rx(
+            r"cannot find -l\w+|ld returned \d+ exit status|Error building extension '"
+            r"|CalledProcessError: Command '\['ninja'|symbol not found in flat namespace"
+        ),
+        "environment",
+        "environment",
+        False,
+        70,
+        "a kernel could not be built or loaded on this host (JIT build of Triton/Inductor/FlashInfer failed "
+        "to compile or link, or a compiled library misses a symbol): the toolchain "
+        "or installation",
+        "/usr/bin/ld: cannot find -lcuda: No such file or directory",
+        "GNU ld/collect2 ('cannot find -lX', 'ld returned 1 exit status'); torch/utils/cpp_extension.py "
+        "('Error building extension'); FlashInfer's JIT (ninja via subprocess); macOS dyld ('symbol not found "
+        "in flat namespace')",
+    ),
+    Failure(
+        "E-SIGILL",
+        rx(r"died unexpectedly \(exit code: -4\)|exit code -4\b|Illegal instruction|\bSIGILL\b"),
+        "environment",
+        "environment",
+        False,
+        71,
+        "a process died of an illegal instruction (SIGILL): the vLLM/torch build uses CPU instructions this host "
+        "does not execute (a build for another CPU, or a VM whose CPU features changed)",
+        "Worker proc VllmWorker-0 died unexpectedly (exit code: -4), shutting down executor.",
+        "vllm/v1/executor/multiproc_executor.py (worker monitor); signal 4 is SIGILL (signal(7))",
+    ),
+    Failure(
+        "E-READY",
+        rx(
+            r"Timed out waiting for (?:new )?engine core processes to start|Timed out waiting for engines to send ?initial message|Timed out waiting for READY|Did not receive response from front-end process within|Engine core .* did not become ready|TimeoutError: Timed out"
+        ),
+        "timeout",
+        "timeout",
+        False,
+        65,
+        "the engine did not become ready in time",
+        "TimeoutError: Timed out waiting for engine core processes to start.",
+        f"{V} §3 E-READY",
+    ),
+    Failure(
+        "E-RPCTIMEOUT",
+        rx(r"RPC call to \w+ timed out|TimeoutError: Server didn't reply within|RayChannelTimeoutError|^TimeoutError$"),
+        "timeout",
+        "timeout",
+        False,
+        64,
+        "a worker stopped answering (hang): a call to it timed out; a hang, at start-up or while serving, not memory",
+        "TimeoutError: RPC call to execute_model timed out.",
+        f"{V} §3 E-RPCTIMEOUT",
+    ),
+    Failure(
+        "E-ITERTIMEOUT",
+        rx(r"Engine iteration timed out|Engine loop has died"),
+        "timeout",
+        "timeout",
+        False,
+        64,
+        "an engine step hung past ENGINE_ITERATION_TIMEOUT_S while serving: a stall, not memory",
+        "RuntimeError: Engine iteration timed out. This should never happen!",
+        "vllm/engine/async_llm_engine.py (V0): run_engine_loop raises it when a step exceeds ENGINE_ITERATION_TIMEOUT_S",
+    ),
+    Failure(
+        "E-PLACEMENT",
+        rx(r"Waiting for creating a placement group of specs for \d+ seconds"),
+        "stall",
+        "network_communication",
+        False,
+        50,
+        "Ray cannot place the workers: the cluster lacks the GPUs asked for, or its nodes do not see each other",
+        "Waiting for creating a placement group of specs for 70 seconds. specs=[{'GPU': 1.0}, {'GPU': 1.0}].",
+        "vllm/executor/ray_utils.py (_wait_until_pg_ready): logs this every wait while the group is pending",
+    ),
+    Failure(
+        "E-RAYPLACE",
+        rx(r"Ray does not allocate any GPUs on the driver node|No available node types can fulfill resource request"),
+        "network",
+        "network_communication",
+        False,
+        60,
+        "Ray cannot place the workers: no GPU bundle on the driver's node, or no node can hold a requested bundle",
+        "ValueError: Ray does not allocate any GPUs on the driver node. Consider adjusting the Ray placement group",
+        "vllm/executor/ray_gpu_executor.py and ray_distributed_executor.py (_init_workers_ray); Ray autoscaler "
+        "(infeasible resource request)",
+    ),
+    Failure(
+        "E-CORE-WAIT",
+        rx(
+            r"Waiting for \d+ local, \d+ remote core engine proc\(s\) to start|No available shared memory broadcast block found in \d+ seconds?"
+        ),
+        "stall",
+        "timeout",
+        False,
+        50,
+        "the engine stopped making progress: the API server waits for the engine core, or the engine core waits for a worker",
+        "No available shared memory broadcast block found in 60 seconds. This typically happens when some processes are hanging.",
+        "vllm/v1/engine/utils.py (wait_for_engine_startup); vllm/distributed/device_communicators/shm_broadcast.py (acquire_write/read)",
+    ),
+    Failure(
+        "E-CAPTURE",
+        rx(
+            r"operation not permitted when stream is capturing|cudaErrorStreamCapture\w*|previous error during capture|only supports decode-only full CUDAGraph capture"
+            r"|dependency created on uncaptured work in another stream|capturing stream has unjoined work"
+            r"|would make the legacy stream depend on a capturing blocking stream|would result in a merge of separate capture sequences"
+            r"|capture was not ended in the same stream as it began|not permitted on an event last recorded in a capturing stream"
+        ),
+        "crash",
+        "cudagraph_capture",
+        False,
+        62,
+        "CUDA-graph capture failed (not a memory error)",
+        "RuntimeError: CUDA error: operation not permitted when stream is capturing",
+        f"{V} §3 E-CAPTURE; the CUDA runtime's cudaGetErrorString() texts of cudaErrorStreamCapture* and "
+        "cudaErrorCapturedEvent",
+        excludes=("E-NCCL",),
+    ),  # NCCL quotes a capture error it met ("NCCL WARN Cuda failure '<text>'"): the capture failed, not the network
+    Failure(
+        "E-ILLEGAL",
+        rx(
+            r"illegal memory access|device-side assert(?:ion)? triggered|misaligned address|CUBLAS_STATUS_EXECUTION_FAILED|Segmentation fault|core dumped|unspecified launch failure"
+        ),
+        "crash",
+        "not_oom_other",
+        False,
+        68,
+        "a kernel crashed (illegal memory access/assert/segfault): a bug or bad build, not a lack of memory",
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "CUDA runtime error texts; hard negative of the method",
+    ),
+    Failure(
+        "E-PROFASSERT",
+        rx(r"Error in memory profiling\. Initial free memory"),
+        "crash",
+        "memory_profiling",
+        False,
+        66,
+        "another process changed GPU memory while vLLM profiled",
+        "AssertionError: Error in memory profiling. Initial free memory 70.1 GiB, current free memory 75.2 GiB.",
+        f"{V} §3 E-PROFASSERT",
+    ),
+    Failure(
+        "E-COMPILE",
+        rx(
+            r"torch\._dynamo\.exc\.\w+|InductorError|BackendCompilerFailed|backend compilation occurred during the initial profiling run"
+        ),
+        "crash",
+        "not_oom_other",
+        False,
+        55,
+        "torch.compile failed",
+        "torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:",
+        f"{V} §3 E-COMPILE",
+    ),
+    Failure(
+        "E-WEIGHTFILES",
+        rx(
+            r"Cannot find any model weights|SafetensorError|Error while deserializing header|No such file or directory: '[^']*\.safetensors'|ValueError: No supported weights? (?:files? )?found"
+        ),
+        "config",
+        "weight_loading",
+        False,
+        56,
+        "the weight files are missing, of another format than asked for, or corrupt",
+        "RuntimeError: Cannot find any model weights with `/models/vicuna-13b`",
+        "vllm/model_executor/model_loader/default_loader.py (_prepare_weights); safetensors' deserialising errors",
+    ),
+    Failure(
+        "E-CONFIG",
+        rx(
+            r"prefix_cache_retention_interval .*(?:is set but|must be)|--mamba-block-size can only be set|tool choice requires --enable-auto-tool-choice|--enable-auto-tool-choice requires tool_parser|unrecognized arguments:|error: argument |pydantic_core\._pydantic_core\.ValidationError|ValidationError: \d+ validation error"
+        ),
+        "config",
+        "not_oom_other",
+        False,
+        50,
+        "vLLM rejected its configuration at startup",
+        "ValueError: --enable-auto-tool-choice requires tool_parser to be set",
+        f"{V} §3 E-TOOLCFG; {T} §5-6",
+    ),
+    # --- serving signals (not fatal by themselves)
+    Failure(
+        "E-PREEMPT",
+        rx(
+            r"is preempted (?:by|in) PreemptionMode|exceeds the capacity of block_manager|not enough KV cache space|Preempted request \S+ has been resumed"
+        ),
+        "pressure",
+        "cache_pressure",
+        False,
+        30,
+        "requests were preempted or refused because the KV cache was full",
+        "Sequence group 0 is preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space.",
+        f"{V} §3 E-PREEMPT-V0; V0 scheduler",
+    ),
+    Failure(
+        "E-REQLEN",
+        rx(
+            r"This model's maximum context length is \d+ tokens|is longer than the maximum model length of \d+"
+            r"|Input prompt \(\d+ tokens\) is too long and exceeds limit of \d+"
+        ),
+        "request",
+        "not_oom_other",
+        False,
+        20,
+        "a request was longer than max_model_len (a token-budget setting, not a full cache)",
+        "This model's maximum context length is 1024 tokens. However, you requested 2000 tokens",
+        f"{V} §3 E-REQLEN; V0 scheduler (_schedule_prefills: prompt over the prompt limit, request ignored)",
+    ),
+    # --- wrappers: something fatal happened; the cause is above
+    Failure(
+        "E-DIED",
+        rx(r"engine core exited unexpectedly|Worker proc \S+ died unexpectedly|Engine core proc \S+ died unexpectedly"),
+        "died",
+        None,
+        False,
+        12,
+        "an engine process vanished (killed from outside or crashed in native code)",
+        "Worker proc VllmWorker-0 died unexpectedly (exit code: None), shutting down executor.",
+        f"{V} §3 E-WORKERDIED; {T} §9",
+    ),
+    Failure(
+        "E-WRAP",
+        rx(
+            r"Engine core initialization failed|EngineCore failed to start|WorkerProc failed to start|WorkerProc initialization failed|WorkerProc hit an exception|EngineCore encountered a fatal error|EngineCore hit an exception|EngineDeadError|AsyncLLM output_handler failed|Engine background task failed|Engine process failed to start|Worker failed with error"
+            r"|Exception in worker \S+ while processing method"
+        ),
+        "wrapper",
+        None,
+        False,
+        10,
+        "the engine died",
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+        f"{V} §3 wrappers; V0 vllm/executor/multiproc_worker_utils.py (_run_worker_process: the method a worker "
+        "failed in)",
+    ),
+    Failure(
+        "E-FATALSIG",
+        rx(r"Got fatal signal from worker processes, shutting down"),
+        "wrapper",
+        None,
+        False,
+        10,
+        "a worker failed and the engine killed its own process tree (the 'Killed' after it is that kill)",
+        "Got fatal signal from worker processes, shutting down. See stack trace above for root cause issue.",
+        "vllm/v1/engine/core_client.py (V1 0.7-0.8: the SIGUSR1 handler calls kill_process_tree on itself)",
+    ),
+    Failure(
+        "E-DUMP",
+        rx(r"Dumping (?:input data for V1 LLM engine|scheduler output for model execution|scheduler stats)"),
+        "dump",
+        None,
+        False,
+        9,
+        "a model-execution step raised (vLLM dumped its input); read only when no wrapper or exception line says more",
+        "Dumping scheduler output for model execution: SchedulerOutput(scheduled_new_reqs=[], ...)",
+        "vllm/logging_utils/dump_input.py (dump_engine_exception, called when EngineCore's step raises)",
+    ),
+    Failure(
+        "E-EXC",
+        rx(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)(?::|$)"),
+        "exception",
+        None,
+        False,
+        5,
+        "an exception was raised",
+        "ValueError: max() arg is an empty sequence",
+        "Python traceback last line",
+    ),
+)
+
+# Not scanned per line: the engine adds this hit when the log ends inside a traceback, before its
+# exception line (an excerpt cut short, or a process killed while printing). Placed by its frames.
+CUT_TRACEBACK = Failure(
+    "E-CUT",
+    rx(r"Traceback \(most recent call last\)"),
+    "wrapper",
+    None,
+    False,
+    9,
+    "a traceback the log cuts off before its exception line",
+    "Traceback (most recent call last):",
+    "Python traceback header; the exception line would follow the frames",
+)
+
+# Lines that look like errors in every healthy run, or per-request errors that do not fail the
+# deployment (a tool parser failing on a random model's text). Matched on the vLLM source file.
+BENIGN_SOURCES = rx(r"tool_parser|reasoning_parser|serving_chat|serving\.py|api_utils|system_utils")
+
+# Lines vLLM logs at error level when it falls back rather than fails: not failures.
+# ("Cannot use FA version N is not supported due to ...": get_flash_attn_version returns None and
+# another attention path is used; vllm/attention/utils/fa_utils.py, vllm/v1/attention/backends/fa_utils.py.)
+FALLBACK_LINES = rx(r"Cannot use FA version \d+ is not supported due to")
+# SIGKILL forms a shell or executor prints for a process vLLM killed itself after E-FATALSIG.
+SELF_KILL = rx(r"^Killed$|exit code:? 137|exit code: -9\b")
+
+FAILURE_GATE = gate([f.pattern for f in FAILURES])

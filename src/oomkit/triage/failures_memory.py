@@ -1,0 +1,120 @@
+"""Failure signatures of memory: the plan did not fit (device, KV cache, budget, host RAM)."""
+
+from __future__ import annotations
+
+from oomkit.triage.rules import Failure, T, V, rx
+
+_OOM_CTX = None  # phase from frames and markers
+MEMORY_FAILURES: tuple[Failure, ...] = (
+    Failure(
+        "E-LOADOOM",
+        rx(r"Failed to load model - not enough (?:GPU )?memory"),
+        "oom",
+        "weight_loading",
+        True,
+        95,
+        "ran out of device memory while loading weights",
+        "Failed to load model - not enough GPU memory. Try lowering",
+        f"{V} §3 E-LOADOOM",
+    ),
+    Failure(
+        "E-WARMOOM",
+        rx(r"out of memory occurred when warming up (?:sampler|pooler)"),
+        "oom",
+        "memory_profiling",
+        True,
+        95,
+        "ran out of memory in the sampler warm-up (logits for max_num_seqs dummy requests)",
+        "RuntimeError: CUDA out of memory occurred when warming up sampler with 1024 dummy requests.",
+        f"{V} §3 E-WARMOOM; corpus convention: sampler warm-up is memory_profiling",
+    ),
+    Failure(
+        "E-MAXLEN",
+        rx(
+            r"To serve at least one request with the models?'s max seq len|The model's max seq len \(\d+\) is larger than the maximum number of tokens that can be stored in KV cache"
+        ),
+        "kv",
+        "kv_cache_allocation",
+        True,
+        92,
+        "one request of max_model_len does not fit the KV cache",
+        "ValueError: To serve at least one request with the model's max seq len (4096), (0.14 GiB KV cache is needed, which is larger than the available KV cache memory (0.09 GiB).",
+        f"{V} §3 E-MAXLEN/E-MAXLEN-V0",
+    ),
+    Failure(
+        "E-NOKV",
+        rx(
+            r"No available memory for the cache blocks|Cannot auto-fit max_model_len|left no memory for the KV cache|on kv cache allocation is less than requested memory for kv"
+        ),
+        "kv",
+        "kv_cache_allocation",
+        True,
+        92,
+        "nothing (or too little) was left for the KV cache after weights and activations",
+        "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`",
+        f"{V} §3 E-NOKV/E-AUTOFIT; {T} §1c, §2, §3a-b",
+    ),
+    Failure(
+        "E-STARTFREE",
+        rx(
+            r"(?:Free memory on device|Available memory on node \d+)(?: \S+)? \([\d.]+/[\d.]+ GiB\) on startup is less than|Externally held weights on device .* exceed the desired"
+        ),
+        "budget",
+        "environment",
+        True,
+        90,
+        "free memory at startup is below the requested budget (gpu_memory_utilization x total): other processes hold memory or the fraction is too high",
+        "ValueError: Free memory on device cuda:0 (30.1/79.19 GiB) on startup is less than desired GPU memory utilization (0.92, 72.86 GiB).",
+        f"{V} §3 E-STARTFREE; {T} §2",
+    ),
+    Failure(
+        "E-TORCHOOM",
+        rx(
+            r"(?:OutOfMemoryError|Tried to allocate [\d.]+ [KMGT]iB|(?:CUDA|HIP|XPU|MPS) out of memory|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|CUDA driver error: out of memory|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY)"
+        ),
+        "oom",
+        _OOM_CTX,
+        True,
+        80,
+        "the device ran out of memory",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.75 GiB. GPU 0 has a total capacity of 79.19 GiB",
+        f"{V} §3 E-TORCHOOM/E-OOMOTHER",
+    ),
+    Failure(
+        "E-CPUALLOC",
+        rx(
+            r"DefaultCPUAllocator: can't allocate memory|MemoryError|Cannot allocate memory|unable to mmap \d+ bytes|std::bad_alloc"
+        ),
+        "oom_host",
+        _OOM_CTX,
+        True,
+        79,
+        "host memory allocation failed",
+        "RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to allocate 46137344 bytes.",
+        f"{T} §3c",
+    ),
+    Failure(
+        "E-KILLED",
+        rx(
+            r"exit code:? 137|exit code: -9\b|Failed core proc\(s\): \{[^}]*: -9[,}]|\(SIGKILL\)|OOMKilled|Out of memory: Killed process|oom-kill|oom_reaper|^Killed$|running low on memory|ray-oom-prevention|exceeds the memory usage threshold"
+        ),
+        "oom_host",
+        _OOM_CTX,
+        True,
+        79,
+        "a process was SIGKILLed (exit 137/-9): the usual signature of the kernel's host-RAM OOM killer",
+        "The Python process exited with exit code 137 (SIGKILL). This may have been cause by OOM error.",
+        f"{T} §9 (exit code -9 = SIGKILL); kernel/k8s OOM-killer wording",
+    ),
+    Failure(
+        "E-SWAP",
+        rx(r"Aborted due to the lack of CPU swap space"),
+        "oom",
+        "serving_decode",
+        True,
+        85,
+        "preempted sequences were swapped out and vLLM's CPU swap pool overflowed (running sequences grew during decode)",
+        "RuntimeError: Aborted due to the lack of CPU swap space. Please increase the swap space",
+        "vLLM V0 scheduler (_preempt_by_swap)",
+    ),
+)

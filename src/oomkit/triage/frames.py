@@ -1,0 +1,64 @@
+"""Traceback frames and messages that place a failure in a phase."""
+
+from __future__ import annotations
+
+import re
+
+from oomkit.triage.rules import rx
+
+# Traceback frames → phase. The innermost startup frame wins; a serving frame counts only when no
+# startup frame is in the same traceback (V0's profile_run calls execute_model).
+# CPython's form, and IPython's (notebooks: `File /x/y.py:49, in Class.method(args)`, with a Markdown link
+# in Jupyter: `File [~/x/y.py:49](http://...), in ...`), whose qualified name the engine cuts to the method.
+FRAME = rx(
+    r'File (?:"(?P<path>[^"]+)", line \d+|\[?(?P<ipath>[^\s\[\]"]+\.py):\d+(?:\]\([^)\s]*\))?), in (?P<func>[\w<>.]+)'
+)
+# The innermost frame of a wait for a worker's reply (V1's shared-memory message queue, Ray's compiled-DAG
+# channels): their only errors are the wait's timeout and a cancel when the executor shuts down, so a
+# traceback that ends there, with its exception cut, is a worker that did not answer.
+REPLY_WAIT_FRAME = rx(
+    r"shm_broadcast\.py::(?:dequeue|acquire_read|recv)$|ray/experimental/channel/\S*::(?:read|_read_list|begin_read)$"
+    r"|ray/dag/compiled_dag_node\.py::_execute_until$|multiproc_executor\.py::(?:_?wait_for_response|get_response)$"
+)
+# The innermost frame of an exception that is the installation's, not a start-up step's: an attention
+# backend refusing the GPU or the settings in its constructor or selector (an assert on the FlashAttention
+# version, "not supported" on a head size), or a JIT build of a kernel (FlashInfer, torch cpp_extension).
+# A memory error raised there keeps its phase (frames of the step around it).
+ENV_FRAME = rx(
+    r"attention/backends/\S+\.py::__init__$|attention/selector\.py::|::get_attn_backend_cls$"
+    r"|::(?:build_and_load|_jit_compile|_run_ninja_build|_write_ninja_file_and_build_library|load_cuda_ops)$"
+    r"|flashinfer/jit/\S+::|torch/utils/cpp_extension\.py::"
+)
+FRAME_PHASES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (rx(r"capture_model|capture_end|_capture_cudagraph|cudagraph|CUDAGraph|graph_capture"), "cudagraph_capture"),
+    (rx(r"_dummy_sampler_run|_dummy_pooler_run"), "memory_profiling"),
+    (
+        rx(
+            r"initialize_kv_cache|allocate_kv_cache|_allocate_kv_cache|init_kv_cache|initialize_cache|_init_cache|_reshape_kv_cache|bind_kv_cache|initialize_from_config"
+        ),
+        "kv_cache_allocation",
+    ),
+    (
+        rx(r"determine_available_memory|determine_num_available_blocks|profile_run|_dummy_run|memory_profiling"),
+        "memory_profiling",
+    ),
+    (
+        rx(
+            r"load_model|load_weights|model_loader|weights_iterator|initialize_model|_initialize_model|load_state_dict|safe_open"
+        ),
+        "weight_loading",
+    ),
+    (
+        rx(r"init_device|init_worker_distributed_environment|initialize_model_parallel|init_distributed"),
+        "distributed_init",
+    ),
+)
+SERVING_FRAME = rx(
+    r"execute_model|run_busy_loop|_process_engine_step|step_with_batch_queue|sample_tokens|^step$|generate|_run_engine"
+)
+# Messages only vLLM's model-execution path prints (V0 dumps the failed batch's input): serving.
+SERVING_MESSAGE = rx(
+    r"Error in model execution|Writing input of failed execution|Dumping (?:input data for V1|scheduler output for model execution|scheduler stats)"
+)
+PREFILL_FRAME = rx(r"prompt_logprobs|_prepare_prompt|_get_prompt_logprob|prefill")
+DECODE_FRAME = rx(r"_prepare_decode|swap_out|_preempt_by_swap|decode")

@@ -1,0 +1,206 @@
+"""Phase markers: lines that prove a start-up or serving phase was reached, and the lines around
+them the timeline needs (a restart, a shutdown, a step slower than the readiness timeout)."""
+
+from __future__ import annotations
+
+from oomkit.triage.rules import LOGO, Marker, V, gate, rx
+
+MARKERS: tuple[Marker, ...] = (
+    Marker(
+        "R-VER",
+        rx(r"^vLLM (?:API )?server version (?P<ver>\S+?),?(?: serving model (?P<model>.+))?$"),
+        "environment",
+        "weight_loading",
+        "vLLM API server version 0.6.6, serving model x",
+        f"{V} §2.3 R-VER",
+    ),
+    Marker(
+        "R-LOGO",
+        rx(LOGO + r"(?:version|model)\s+(?P<v>\S+)\s*$"),
+        "environment",
+        "weight_loading",
+        "█▄█▀ █     █     █     █  version 0.32.0",
+        f"{V} §2.2 P0 logo (≥0.17)",
+    ),
+    Marker(
+        "R-ARGS",
+        rx(r"^(?:non-default args: \{|args: Namespace\()"),
+        "environment",
+        "weight_loading",
+        "non-default args: {'model': 'm', 'max_model_len': 1024}",
+        f"{V} §2.3 R-ARGS",
+    ),
+    Marker(
+        "R-ARCH",
+        rx(r"^Resolved architecture: (?P<arch>\S+)"),
+        "environment",
+        "weight_loading",
+        "Resolved architecture: LlamaForCausalLM",
+        f"{V} §2.3 R-ARCH",
+    ),
+    Marker(
+        "R-PLATFORM",
+        rx(r"^Automatically detected platform (?P<p>\w+)\."),
+        "environment",
+        "weight_loading",
+        "Automatically detected platform cuda.",
+        f"{V} §2.3 R-PLATFORM",
+    ),
+    Marker(
+        "R-ENGINE",
+        rx(r"^Initializing an? (?:V[01] )?LLM engine \(v(?P<ver>[^)]+)\) with config: "),
+        "distributed_init",
+        "weight_loading",
+        "Initializing a V1 LLM engine (v0.32.0) with config: model='m', tensor_parallel_size=1",
+        f"{V} §2.3 R-ENGINE",
+    ),
+    Marker(
+        "R-DIST",
+        rx(r"world_size=\d+ rank=\d+ local_rank=\d+ distributed_init_method=\S+ backend="),
+        "distributed_init",
+        "weight_loading",
+        "world_size=8 rank=0 local_rank=0 distributed_init_method=tcp://127.0.0.1:1 backend=nccl",
+        f"{V} §2.3 R-DIST",
+    ),
+    Marker(
+        "R-NCCLVER",
+        rx(r"^vLLM is using nccl==(?P<v>[\d.]+)"),
+        "distributed_init",
+        "weight_loading",
+        "vLLM is using nccl==2.27.3",
+        f"{V} §2.3 R-NCCLVER",
+    ),
+    Marker(
+        "R-RANKMAP",
+        rx(r"^rank \d+ in world size \d+ is assigned as "),
+        "distributed_init",
+        "weight_loading",
+        "rank 0 in world size 8 is assigned as DP rank 0, PP rank 0, TP rank 0",
+        f"{V} §2.3 R-RANKMAP",
+    ),
+    Marker(
+        "R-LOADSTART",
+        rx(
+            r"^(?:Starting to load model .+|Loading model from scratch\.\.\.|Loading model weights? .*|Using model weights format)"
+        ),
+        "weight_loading",
+        "weight_loading",
+        "Starting to load model /models/tiny...",
+        f"{V} §2.3 R-LOADSTART",
+    ),
+    Marker(
+        "R-SHARDS",
+        rx(r"Loading (?:safetensors|pt) checkpoint shards"),
+        "weight_loading",
+        "weight_loading",
+        "Loading safetensors checkpoint shards:  42% Completed | 21/50",
+        f"{V} §2.3 R-SHARDS",
+    ),
+    Marker(
+        "R-WEIGHTS",
+        rx(r"^Loading weights took (?P<s>[\d.]+) seconds"),
+        "weight_loading",
+        "weight_loading",
+        "Loading weights took 37.12 seconds",
+        f"{V} §2.3 R-WEIGHTS",
+    ),
+    Marker(
+        "R-MODELLOAD",
+        rx(r"^(?:Model loading took|Loading model weights took) (?P<gib>[\d.]+) G(?:i)?B"),
+        "weight_loading",
+        "memory_profiling",
+        "Model loading took 15.23 GiB memory and 41.12 seconds",
+        f"{V} §2.3 R-MODELLOAD; V0 'Loading model weights took X GB'",
+    ),
+    Marker(
+        "R-COMPILE",
+        rx(
+            r"^(?:\[[^\]]+\] )?(?:Starting torch\.compile|Using cache directory: .+ for vLLM's torch\.compile|Dynamo bytecode transform time|Compiling a graph for|Directly load the compiled graph|torch\.compile t(?:akes|ook)|Initial profiling/warmup run took|Compiling model again)"
+        ),
+        "memory_profiling",
+        "memory_profiling",
+        "Dynamo bytecode transform time: 9.81 s",
+        f"{V} §2.2 P3 (compile runs inside the profiling pass)",
+    ),
+    Marker(
+        "R-PROFILE",
+        rx(
+            r"^(?:Memory profiling takes|Memory profiling results|Estimated CUDA graph memory|Profiling CUDA graph memory)"
+        ),
+        "memory_profiling",
+        "memory_profiling",
+        "Estimated CUDA graph memory: 1.23 GiB total",
+        f"{V} §2.3 R-CGEST; V0 profiling block",
+    ),
+    Marker(
+        "R-AVAIL",
+        rx(
+            r"^(?:Available KV cache memory: -?[\d.]+ GiB|Initial free memory [\d.]+ GiB, reserved|(?:Auto|Explicitly) set \([\d.]+/[\d.]+\) GiB for KV cache|CUDA graph memory profiling is enabled|.*the rest of the memory reserved for KV Cache)"
+        ),
+        "kv_cache_allocation",
+        "kv_cache_allocation",
+        "Available KV cache memory: 52.3 GiB",
+        f"{V} §2.3 R-AVAIL/R-KVBYTES/R-CPUKV",
+    ),
+    Marker(
+        "R-KVPLAN",
+        rx(
+            r"^(?:[A-Z]+(?: \+ host)? KV cache size: [\d,]+ tokens|Maximum concurrency for [\d,]+ tokens|# (?:GPU|CUDA|CPU|cuda|rocm|xpu|hpu|tpu|neuron) blocks: \d+|GPU blocks: \d+|Overriding num_gpu_blocks|Auto-fit max_model_len|.*reduced max_model_len from|Add \d+ padding layers|kv cache group sizes)"
+        ),
+        "kv_cache_allocation",
+        "kv_cache_allocation",
+        "GPU KV cache size: 1,234,560 tokens, Maximum concurrency for 32,768 tokens per request: 37.68x",
+        f"{V} §2.3 R-KVSIZE/R-CONC/R-V0BLOCKS",
+    ),
+    Marker(
+        "R-CAPTURE",
+        rx(
+            r"(?:^Compile and warming up model for size|Capturing CUDA graphs?|^Capturing (?:cudagraphs|the model for CUDA graphs)|^Graph capturing finished in|^CUDA graph pool memory:|^Free memory on device \([\d.]+/[\d.]+ GiB\) on startup\. Desired)"
+        ),
+        "cudagraph_capture",
+        "cudagraph_capture",
+        "Graph capturing finished in 12 secs, took 0.87 GiB",
+        f"{V} §2.3 R-WARMSIZE/R-CAPBAR/R-CAPDONE/R-BREAKDOWN",
+    ),
+    Marker(
+        "R-INITDONE",
+        rx(r"^init engine \(profile, create kv cache, warmup model\) took"),
+        "cudagraph_capture",
+        "cudagraph_capture",
+        "init engine (profile, create kv cache, warmup model) took 37.22 s",
+        f"{V} §2.3 R-INITDONE (engine warm; API server not up yet)",
+    ),
+    Marker(
+        "R-READY",
+        rx(r"^(?:Starting vLLM (?:API )?server(?: \d+)? on|Application startup complete)"),
+        "ready",
+        "serving",
+        "Application startup complete.",
+        f"{V} §2.3 R-INITDONE/R-SERVER/R-UVI-READY",
+    ),
+    Marker(
+        "R-SERVE",
+        rx(
+            r"^(?:(?:Engine \d{3}|\d+ Engines Aggregated): Avg prompt throughput|Avg prompt throughput: [\d.]+ tokens/s|Added request|Received request)"
+        ),
+        "serving",
+        "serving",
+        "Engine 000: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%",
+        f"{V} §2.3 R-STATS-HEAD",
+    ),
+)
+
+# A worker that dies before any weight-loading marker died in device or distributed init.
+WORKER_START = rx(r"WorkerProc failed to start|WorkerProc initialization failed")
+# A startup marker after ready means a new start in the same log.
+RESTART_MARKERS = frozenset({"R-VER", "R-LOGO", "R-ARGS"})
+
+SHUTDOWN = rx(
+    r"\[shutdown\] API server: shutdown triggered|^Shutting down$|Received SIGTERM|received signal|KeyboardInterrupt|shutdown triggered|Terminated$"
+)
+
+# A step that ran longer than vLLM's default readiness timeout (VLLM_ENGINE_READY_TIMEOUT_S=600).
+SLOW_STEP = rx(r"(?:takes|took) (?P<s>[\d.]+) s(?:econds)?(?: in total)?\b")
+READY_TIMEOUT_S = 600.0
+
+MARKER_GATE = gate([m.pattern for m in MARKERS] + [SHUTDOWN, SLOW_STEP])

@@ -1,0 +1,160 @@
+"""Verdicts of a log in which nothing failed: serving limited by the KV cache, a start-up that stalled,
+finished or was cut short, or nothing recognised."""
+
+from __future__ import annotations
+
+from oomkit.triage.engine import Hit, Triage
+from oomkit.triage.model import Evidence, Verdict
+from oomkit.triage.stats import FULL_KV_PCT, NEAR_FULL_KV_PCT, QUEUED_KV_PCT
+from oomkit.triage.verdict_make import Conclusion, make_verdict
+
+
+def pressure_verdict(t: Triage, hits: list[Hit]) -> Verdict | None:
+    stats = t.facts.stats
+    preempt = next((h for h in hits if h.rule.cls == "pressure"), None)
+    strong = bool(preempt or stats.full_samples >= 2 or stats.saturated_samples or stats.preemptions > 0)
+    edge = _ends_near_full(stats.last)
+    if not (strong or edge):
+        return None
+    parts = []
+    if stats.preemptions:
+        parts.append(f"{stats.preemptions:g} preemptions in stats lines")
+    if stats.full_samples:
+        parts.append(
+            f"KV cache >= {FULL_KV_PCT:g}% with requests waiting in {stats.full_samples} of {stats.samples} stats lines"
+        )
+    if preempt:
+        parts.append(preempt.rule.what)
+    extra = list(stats.full_evidence)
+    if not strong and stats.recent:
+        last = stats.last
+        parts.append(
+            f"the last stats line shows the KV cache {last.get('kv_usage_pct', 0.0):g}% used with "
+            f"{last.get('waiting', 0.0):g} requests waiting"
+        )
+        extra.append(stats.recent[-1][1])
+    return make_verdict(
+        Conclusion(
+            "cache_pressure",
+            False,
+            "medium" if strong else "low",
+            "no crash; serving limited by KV capacity"
+            if strong
+            else "no crash; the log ends with the KV cache near full",
+            "; ".join(parts),
+            preempt.rule.id if preempt else "R-STATS",
+        ),
+        [preempt] if preempt else [],
+        t,
+        extra=extra,
+    )
+
+
+def _ends_near_full(last: dict[str, float]) -> bool:
+    kv, waiting = last.get("kv_usage_pct", 0.0), last.get("waiting", 0.0)
+    return kv >= NEAR_FULL_KV_PCT or (waiting > 0 and kv >= QUEUED_KV_PCT)
+
+
+def no_failure_verdict(t: Triage) -> Verdict:
+    st = t.state
+    if st.slow is not None:
+        return make_verdict(
+            Conclusion(
+                "timeout",
+                False,
+                "medium",
+                "a startup step ran longer than vLLM's default readiness timeout (600 s)",
+                "startup stalled: one step took longer than a readiness deadline allows",
+                "SLOW-STEP",
+            ),
+            [],
+            t,
+            extra=[st.slow],
+            decided_by="marker",
+        )
+    if st.ready:
+        how = " and stopped cleanly" if st.shutdown else ""
+        return make_verdict(
+            Conclusion(
+                "healthy",
+                False,
+                "high",
+                "ready marker and no failure line",
+                f"the server became ready{how}; no failure was logged",
+                None,
+            ),
+            [],
+            t,
+            extra=[Evidence(e.file, e.line, "") for e in st.timeline[-1:]],
+            decided_by="marker",
+        )
+    if st.engine_warm is not None:
+        return make_verdict(
+            Conclusion(
+                "healthy",
+                False,
+                "medium",
+                "start-up finished its memory steps (weights, KV cache, graphs); the log ends before the ready line",
+                "the engine finished start-up with no failure logged (the excerpt ends before the API server's ready line)",
+                None,
+            ),
+            [],
+            t,
+            extra=[st.engine_warm],
+            decided_by="marker",
+        )
+    sized = _kv_sized(t)
+    if sized is not None:
+        return make_verdict(
+            Conclusion(
+                "healthy",
+                False,
+                "low",
+                "the KV cache was sized (vLLM's memory plan fitted) and no error follows; the log ends before ready",
+                "start-up got past weights, profiling and KV-cache sizing with no failure logged; the excerpt ends "
+                "before the ready line, so a later step (graph capture) is not seen",
+                None,
+            ),
+            [],
+            t,
+            extra=[sized],
+            decided_by="marker",
+        )
+    if st.timeline:
+        last = st.timeline[-1].phase
+        return make_verdict(
+            Conclusion(
+                "unknown",
+                False,
+                "low",
+                "log ends before ready without an error line",
+                f"the log ends during {last.replace('_', ' ')} with no error: startup still running, killed silently, or the excerpt is partial",
+                None,
+            ),
+            [],
+            t,
+            decided_by="marker",
+        )
+    return make_verdict(
+        Conclusion(
+            "unknown",
+            False,
+            "low",
+            "no vLLM startup or failure line recognised",
+            "no vLLM phase marker or failure line was found",
+            None,
+        ),
+        [],
+        t,
+    )
+
+
+def _kv_sized(t: Triage) -> Evidence | None:
+    """The line where vLLM printed the KV pool it allocated (tokens or blocks, more than zero): the
+    result of the start-up's memory plan, printed only once profiling fitted."""
+    figures, evidence = t.facts.figures, t.facts.evidence
+    for name in ("kv_cache_tokens", "num_gpu_blocks"):
+        value = figures.get(name)
+        if isinstance(value, (int, float)) and value > 0 and name in evidence:
+            return evidence[name]
+    return None
