@@ -7,6 +7,11 @@ calibrated on a *different* run B, next to what A measured, with the errors and 
     .venv/bin/python benchmarks/forecast_vs_real.py                  # the two recorded small-KV ladders
     .venv/bin/python benchmarks/forecast_vs_real.py --real RUN_A --calibrate RUN_B
     flock /tmp/oomkit-vllm.lock .venv/bin/python benchmarks/forecast_vs_real.py --live  # + a new ladder now
+    flock /tmp/oomkit-vllm.lock .venv/bin/python benchmarks/forecast_vs_real.py --profiles  # 4 testbeds, 2 ladders each
+
+`--profiles` backtests four CPU testbeds (small KV pool, prefix-heavy, long history, hybrid): for
+each, two ladders now with the same workload and seed, and the forecast of the first calibrated on
+the second.
 
 Measured figures come from A's files: preemptions and max KV usage per rung from ladder.json (its
 /metrics deltas; KV usage is sampled about once a second, so a short peak can be missed, while the
@@ -35,8 +40,17 @@ PAIRS = [
     (FIXTURES / "investigation-small-kv" / "ladder", FIXTURES / "ladder-small-kv"),
     (FIXTURES / "ladder-small-kv", FIXTURES / "investigation-small-kv" / "ladder"),
 ]
-LIVE_PROFILE = REPO / "examples" / "testbed-small-kv.yaml"
-LIVE_WORKLOAD = REPO / "examples" / "workload-testbed.yaml"
+EXAMPLES = REPO / "examples"
+LIVE_PROFILE = EXAMPLES / "testbed-small-kv.yaml"
+LIVE_WORKLOAD = EXAMPLES / "workload-testbed.yaml"
+# Long history: the testbed workload with twice the steps and longer tool results (fits 2,048).
+LONG_HISTORY = "extends: {base}\nname: testbed-long-history\nsteps: 6\nhistory: {{tool_result_tokens: 120}}\n"
+BACKTEST_PROFILES = (
+    ("small KV pool", "testbed-small-kv.yaml", "workload-testbed.yaml"),
+    ("prefix-heavy", "testbed-prefix-cache.yaml", "workload-testbed.yaml"),
+    ("long history", "testbed-prefix-cache.yaml", "long-history"),
+    ("hybrid", "testbed-hybrid-small-kv.yaml", "workload-testbed-greedy.yaml"),
+)
 HITS, QUERIES = 'vllm:prefix_cache_hits_total{engine="0"}', 'vllm:prefix_cache_queries_total{engine="0"}'
 
 
@@ -159,9 +173,9 @@ def _fmt(v: Any) -> str:
     return "-" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
 
 
-def live_ladder(runs_dir: Path) -> Path:
+def live_ladder(runs_dir: Path, profile: Path = LIVE_PROFILE, workload: Path = LIVE_WORKLOAD) -> Path:
     """One real ladder on the CPU testbed now (the caller holds /tmp/oomkit-vllm.lock)."""
-    cmd = [sys.executable, "-m", "oomkit", "ladder", "--profile", str(LIVE_PROFILE), "--workload", str(LIVE_WORKLOAD)]
+    cmd = [sys.executable, "-m", "oomkit", "ladder", "--profile", str(profile), "--workload", str(workload)]
     cmd += ["--runs-dir", str(runs_dir), "--max-concurrency", "8", "--json"]
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=1800)
     if out.returncode not in (0, 1):
@@ -169,18 +183,48 @@ def live_ladder(runs_dir: Path) -> Path:
     return Path(json.loads(out.stdout)["run_dir"])
 
 
+def profile_pairs(runs_dir: Path) -> list[tuple[str, Path, Path]]:
+    """Two ladders per backtest profile, the same workload and seed: (name, run A, run B)."""
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name, profile, workload in BACKTEST_PROFILES:
+        wl = EXAMPLES / workload
+        if workload == "long-history":
+            wl = runs_dir / "workload-long-history.yaml"
+            wl.write_text(LONG_HISTORY.format(base=EXAMPLES / "workload-testbed.yaml"), encoding="utf-8")
+        first, second = (live_ladder(runs_dir, EXAMPLES / profile, wl) for _ in range(2))
+        out.append((name, first, second))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--real", type=Path, help="the ladder run to forecast")
     ap.add_argument("--calibrate", type=Path, help="another run of the same profile to fit the step time on")
     ap.add_argument("--live", action="store_true", help="also run a new ladder now and forecast it")
+    ap.add_argument("--profiles", action="store_true", help="backtest four testbeds live (two ladders each)")
     ap.add_argument("--runs-dir", type=Path, default=Path(tempfile.gettempdir()) / "oomkit-forecast-backtest")
     args = ap.parse_args()
     pairs = [(args.real, args.calibrate)] if args.real and args.calibrate else list(PAIRS)
     if args.live:
         pairs.append((live_ladder(args.runs_dir), FIXTURES / "ladder-small-kv"))
+    if args.profiles:
+        return _profiles(args.runs_dir)
     results = [ok for real, cal in pairs for ok in compare(real.resolve(), cal.resolve())]
     print(f"\ngoals met: {sum(results)}/{len(results)} checks")
+
+
+def _profiles(runs_dir: Path) -> None:
+    summary = []
+    for name, first, second in profile_pairs(runs_dir):
+        print(f"\n=== {name} ===")
+        try:
+            checks = compare(first.resolve(), second.resolve())
+        except Exception as err:  # noqa: BLE001 - one profile's failure is that profile's result
+            print(f"forecast failed: {type(err).__name__}: {err}")
+            checks = []
+        summary.append(f"{name}: {sum(checks)}/{len(checks)}")
+    print("\ngoals met per profile: " + "; ".join(summary))
 
 
 if __name__ == "__main__":
