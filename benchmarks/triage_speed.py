@@ -166,7 +166,7 @@ def run_case(case: str, folder: Path, args: argparse.Namespace) -> bool:
     )
     print(f"  oomkit triage ({engine_name()}): {oomkit_s:.2f} s, peak RSS {rss_mb:.0f} MB")
     print(
-        f"  ratio oomkit/grep: {ratio:.2f}x (goal <= {goal:g}x: {'met' if ratio <= goal else 'NOT met'}); "
+        f"  ratio oomkit/grep: {ratio:.2f}x ({_judged(ratio, goal)}); "
         f"vs the old-key grep {oomkit_s / grep_old_s:.2f}x; RSS goal <= 200 MB: {'met' if rss_mb <= 200 else 'NOT met'}"
     )
     print(
@@ -195,6 +195,13 @@ def main(argv: list[str] | None = None) -> int:
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)
     return 0 if all(results) else 1
+
+
+def _judged(ratio: float, goal: float) -> str:
+    """The goal is RE2's: the `re` fallback (OOMKIT_PREFILTER=re, or RE2 missing) is measured, not judged."""
+    if engine_name() != "re2":
+        return f"the goal <= {goal:g}x is for RE2; this is the {engine_name()} fallback, measured only"
+    return f"goal <= {goal:g}x: {'met' if ratio <= goal else 'NOT met'}"
 
 
 if __name__ == "__main__":
