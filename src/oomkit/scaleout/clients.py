@@ -85,6 +85,17 @@ def measure_offset(driver_before_s: float, client_now_s: float, driver_after_s: 
     return client_now_s - (driver_before_s + driver_after_s) / 2
 
 
+CLOCK_PROBES = 3
+
+
+def best_offset(probes: list[tuple[float, float, float]]) -> float:
+    """The offset of the probe (driver before, client now, driver after) with the shortest round
+    trip, as NTP does: the first answer may wait for the client process to start, and half of that
+    wait would otherwise land in the offset."""
+    before, client_now, after = min(probes, key=lambda p: p[2] - p[0])
+    return measure_offset(before, client_now, after)
+
+
 @asynccontextmanager
 async def open_pool(spec: PoolSpec, endpoint: Endpoint) -> AsyncIterator[ClientPool]:
     """The pool for the spec, started and clock-synchronised; stopped on exit."""

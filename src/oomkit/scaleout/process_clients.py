@@ -16,19 +16,19 @@ from typing import Any
 from oomkit.client.chat import ChatRequest
 from oomkit.client.records import RequestRecord
 from oomkit.scaleout.clients import (
+    CLOCK_PROBES,
     ClientInfo,
     Endpoint,
     PoolSpec,
     Router,
+    best_offset,
     lost_record,
-    measure_offset,
     on_driver_clock,
     run_loop,
     serve_requests,
 )
 
 WATCH_INTERVAL_S = 0.2
-CLOCK_PROBES = 3
 CLOCK_TIMEOUT_S = 60.0  # a spawned client imports httpx and oomkit's client first
 
 
@@ -73,11 +73,8 @@ class ProcessPool:
         await asyncio.to_thread(self._sync_clocks)
 
     def _sync_clocks(self) -> None:
-        """Several probes per client, keeping the one with the shortest round trip (as NTP does):
-        the first answer waits for the client process to start, and half of that wait would
-        otherwise land in the offset."""
         for client in self._clients:
-            best: tuple[float, float] | None = None  # (round trip s, offset s)
+            probes = []
             for _ in range(CLOCK_PROBES):
                 before = time.time()
                 client.inbox.put(("clock", 0, None))
@@ -86,11 +83,9 @@ class ProcessPool:
                 except queue.Empty:
                     client.lost = "no answer to the clock check within 60 s"
                     break
-                after = time.time()
-                if best is None or after - before < best[0]:
-                    best = (after - before, measure_offset(before, client_now, after))
-            if best is not None and not client.lost:
-                client.offset_s = best[1]
+                probes.append((before, client_now, time.time()))
+            if not client.lost:
+                client.offset_s = best_offset(probes)
 
     async def chat(self, req: ChatRequest) -> RequestRecord:
         client = self._clients[self._router.pick(req)]

@@ -10,12 +10,13 @@ from typing import Any
 from oomkit.client.chat import ChatRequest
 from oomkit.client.records import RequestRecord
 from oomkit.scaleout.clients import (
+    CLOCK_PROBES,
     ClientInfo,
     Endpoint,
     PoolSpec,
     Router,
+    best_offset,
     lost_record,
-    measure_offset,
     on_driver_clock,
     serve_requests,
 )
@@ -111,18 +112,13 @@ class RayPool:
             self._ray.shutdown()
 
 
-async def _offset(actor: Any, probes: int = 3) -> float:
-    """The actor's clock offset from the probe with the shortest round trip (as NTP does): the
-    first call may wait for the actor's process, and half of that wait would land in the offset."""
-    best: tuple[float, float] | None = None
-    for _ in range(probes):
+async def _offset(actor: Any) -> float:
+    probes = []
+    for _ in range(CLOCK_PROBES):
         before = time.time()
         client_now = await actor.now.remote()
-        after = time.time()
-        if best is None or after - before < best[0]:
-            best = (after - before, measure_offset(before, client_now, after))
-    assert best is not None
-    return best[1]
+        probes.append((before, client_now, time.time()))
+    return best_offset(probes)
 
 
 async def _gather(refs: Any) -> list[Any]:
