@@ -33,9 +33,17 @@ EXPECTED = {
     "decode.log": ("serving_decode", True, "medium", None),
     # Model construction running out of memory: weight loading, not serving.
     "unquant.log": ("weight_loading", True, None, None),
+    # The same message alone (no marker): its own wording places it (weight tensors being created).
+    "unquant_lone.log": ("weight_loading", True, "high", "template"),
     # A worker killed by SIGILL (exit code -4) on its first request: the build's instructions do not run
     # on this host (a real vLLM 0.32 CPU log from this machine, after its VM's CPU changed): environment.
     "sigill.log": ("environment", False, "high", "template"),
+    # A kernel crash inside graph capture (capture_model -> _dummy_run): the frames come before the
+    # message, so the start-up phase they name, not `not_oom_other`; `_dummy_run`, which profiling
+    # calls too, does not outrank the capture frame that called it.
+    "capture_illegal.log": ("cudagraph_capture", False, "medium", "frames"),
+    # The same crash while serving (execute_model after the server was ready): `not_oom_other`.
+    "serving_illegal.log": ("not_oom_other", False, "high", "template"),
     # V0's engine loop hung past ENGINE_ITERATION_TIMEOUT_S: a timeout, not a decode failure.
     "iter.log": ("timeout", False, "high", "template"),
     # The engine's traceback ends in shm_broadcast's dequeue (the wait for a worker's reply), its exception

@@ -25,6 +25,7 @@ from oomkit.triage.frames import (
     REPLY_WAIT_FRAME,
     SERVING_FRAME,
     SERVING_MESSAGE,
+    SHARED_STARTUP_FRAMES,
 )
 from oomkit.triage.knowledge_rules import source_frames_phase, template_failure
 from oomkit.triage.markers import MARKER_GATE, MARKERS, READY_TIMEOUT_S, RESTART_MARKERS, SHUTDOWN, SLOW_STEP
@@ -186,6 +187,7 @@ class Triage:
         if stack and REPLY_WAIT_FRAME.search(stack[-1]):
             return "timeout"  # it ends waiting for a worker that never answered
         startup = [p for f in stack for pat, p in FRAME_PHASES if pat.search(f.rsplit("::", 1)[-1]) or pat.search(f)]
+        startup = startup or [p for f in stack for pat, p in SHARED_STARTUP_FRAMES if pat.search(f.rsplit("::", 1)[-1])]
         if startup:
             # Distributed set-up that fails inside vllm/distributed (NCCL, custom all-reduce) is the
             # network, not the device: vLLM's source places those frames there.

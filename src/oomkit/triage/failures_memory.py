@@ -18,6 +18,19 @@ MEMORY_FAILURES: tuple[Failure, ...] = (
         f"{V} §3 E-LOADOOM",
     ),
     Failure(
+        "E-WEIGHTALLOC",
+        rx(r"Failed to create unquantized linear weights"),
+        "oom",
+        "weight_loading",
+        True,
+        95,
+        "ran out of device memory creating the model's weight tensors (model construction, before reading them)",
+        "RuntimeError: Failed to create unquantized linear weights. This may be caused by insufficient memory "
+        "to allocate the weight.",
+        "UnquantizedLinearMethod.create_weights as patched by RL frameworks around vLLM (logger.error + RuntimeError "
+        "around torch.empty, catching torch.cuda.OutOfMemoryError); issue 13 names it among the misses",
+    ),
+    Failure(
         "E-WARMOOM",
         rx(r"out of memory occurred when warming up (?:sampler|pooler)"),
         "oom",

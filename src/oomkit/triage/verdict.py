@@ -47,6 +47,12 @@ def _from_hit(t: Triage, hit: Hit, hits: list[Hit]) -> Verdict:
     if phase is None:
         phase, confidence, reason = _context_phase(hit, t.facts.figures)
         decided = decided_by(hit)
+    elif phase == "not_oom_other" and rule.cls == "crash" and (framed := _framed_startup(hit)):
+        # The decision order puts the failing frames before the message: a kernel crash or a compile
+        # error inside start-up is a failure of that start-up phase (not memory); only a crash while
+        # serving is `not_oom_other`.
+        phase, confidence, decided = framed, "medium", "frames"
+        reason = f"{rule.id} line inside start-up: its traceback frames place it in {framed.replace('_', ' ')}"
     summary = rule.what
     if phase in ("serving_prefill", "serving_decode") and rule.phase is None:
         summary += f" while serving ({phase.split('_')[1]})"
@@ -282,6 +288,12 @@ def _crash(t: Triage, wrappers: list[Hit], hits: list[Hit]) -> Verdict:
         extra=[exc] if exc else [],
         decided_by="template" if exc else "context",
     )
+
+
+def _framed_startup(hit: Hit) -> str | None:
+    """The start-up phase a hit's own traceback frames name, or None (no frames, or serving)."""
+    placed = _startup_context([hit])
+    return placed[0] if placed and hit.context_source == "frames" else None
 
 
 def _startup_context(wrappers: list[Hit]) -> tuple[str, Hit] | None:
