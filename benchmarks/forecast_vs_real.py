@@ -10,15 +10,21 @@ calibrated on a *different* run B, next to what A measured, with the errors and 
     flock /tmp/oomkit-vllm.lock .venv/bin/python benchmarks/forecast_vs_real.py --profiles  # 4 testbeds, 2 ladders each
 
 `--profiles` backtests four CPU testbeds (small KV pool, prefix-heavy, long history, hybrid): for
-each, two ladders now with the same workload and seed, and the forecast of the first calibrated on
-the second.
+each, two ladders now with the same workload and seed, and the forecast of each calibrated on the
+other. Live ladders run a copy of the profile whose server also logs every scheduler step
+(`enable_logging_iteration_details`, forecast_engine_truth.py), so the engine's own per-step KV peak
+and the requests it had at once are known per rung.
 
-Measured figures come from A's files: preemptions and max KV usage per rung from ladder.json (its
-/metrics deltas; KV usage is sampled about once a second, so a short peak can be missed, while the
-forecast's is the peak of every step), the prefix-cache hit rate from the counters in
-metrics.jsonl, TTFT and ITL from requests.jsonl. The CPU testbed's streams are often read in bursts
-(gaps of 0, or the whole answer in one read), so the measured ITL is each request's time per output
-token after the first, (latency - TTFT) / (tokens - 1), and answers read in one piece are left out.
+The forecast runs the ladder's own rungs in the ladder's order: the doubling rungs the ladder ran,
+then its bisection (refine), with the profile's prefix-cache retention interval.
+
+Measured figures come from A's files: preemptions per rung from ladder.json (/metrics deltas); KV
+usage two ways, `kv_step_peak` (the engine's log, against the forecast's max_kv_usage: the peak of
+every step) and `kv_scraped` (ladder.json's max_kv_usage, /metrics read about once a second, against
+the forecast's max_kv_usage_sampled); the prefix-cache hit rate from the counters in metrics.jsonl;
+TTFT and ITL from requests.jsonl. The CPU testbed's streams are often read in bursts (gaps of 0, or
+the whole answer in one read), so the measured ITL is each request's time per output token after the
+first, (latency - TTFT) / (tokens - 1), and answers read in one piece are left out.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from forecast_engine_truth import EngineWindow, engine_windows, with_step_log
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "decide"
@@ -59,6 +66,7 @@ def measured(run: Path) -> dict[int, dict[str, Any]]:
     step = next(s for s in ladder["steps"] if s["name"] == "concurrency")
     records = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines() if line.strip()]
     samples = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    engine = engine_windows(run)
     out = {}
     for rung in step["detail"]["rungs"]:
         c, label = rung["concurrency"], f"concurrency_c{rung['concurrency']}"
@@ -66,17 +74,20 @@ def measured(run: Path) -> dict[int, dict[str, Any]]:
         # An answer that arrived in one read (TTFT = latency) measures the whole response, not its
         # first token: such records are left out of TTFT and ITL.
         streamed = [r for r in recs if _tpot(r)]
+        seen = engine.get(label, EngineWindow()) if engine else None
         out[c] = {
             "verdict": rung["verdict"],
             "preemptions": rung["detail"]["preemptions"],
-            "max_kv_usage": rung["detail"]["max_kv_usage"],
+            "kv_step_peak": seen.kv_peak if seen else None,
+            "kv_scraped": rung["detail"]["max_kv_usage"],
             "prefix_hit_rate": _hit_rate([s for s in samples if s.get("label") == label]),
             "ttft_ms_p50": _median([r["ttft_ms"] for r in streamed]),
             "itl_ms_p50": _median([_tpot(r) for r in streamed]),
             "streamed": f"{len(streamed)}/{len(recs)}",
+            "most_scheduled": seen.most_scheduled if seen else None,
         }
-    out_knee = step["detail"]["knee"]
-    return {**out, 0: {"knee": out_knee}}
+    order = [r["concurrency"] for r in step["detail"]["rungs"]]
+    return {**out, 0: {"knee": step["detail"]["knee"], "order": order}}
 
 
 def _hit_rate(samples: list[dict[str, Any]]) -> float | None:
@@ -96,8 +107,11 @@ def _median(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
-def forecast_of(real: Path, calibrate_on: Path, levels: list[int]) -> Any:
+def forecast_of(real: Path, calibrate_on: Path, order: list[int]) -> Any:
+    """The forecast of `real`'s rungs: the doubling rungs the ladder ran, then the forecast's own
+    bisection, as the ladder bisects (so the rungs run in the ladder's order when the knees agree)."""
     from oomkit.forecast import ForecastRequest, forecast, plan_request
+    from oomkit.forecast.inputs import retention_of
 
     manifest = json.loads((real / "manifest.json").read_text())
     with tempfile.TemporaryDirectory() as tmp:
@@ -106,31 +120,39 @@ def forecast_of(real: Path, calibrate_on: Path, levels: list[int]) -> Any:
         req = ForecastRequest(
             plan=plan_request(str(profile), {}),
             workload=str(real / "request-set.jsonl"),
-            concurrency=tuple(levels),
+            concurrency=tuple(_doubling(order)),
             calibrate_run=str(calibrate_on),
-            refine=False,
+            prefix_cache_retention_interval=retention_of(str(profile)),
         )
         return forecast(req)
 
 
+def _doubling(order: list[int]) -> list[int]:
+    """The rungs a ladder ran before it bisected: 1, 2, 4, ... as far as it went."""
+    out = order[:1]
+    for c in order[1:]:
+        if c != 2 * out[-1]:
+            break
+        out.append(c)
+    return out
+
+
 def compare(real: Path, calibrate_on: Path) -> list[bool]:
     real_figs = measured(real)
-    knee_real = real_figs.pop(0)["knee"]
-    f = forecast_of(real, calibrate_on, sorted(real_figs))
+    head = real_figs.pop(0)
+    knee_real = head["knee"]
+    f = forecast_of(real, calibrate_on, head["order"])
     lay = f.layouts[0]
     print(f"\nreal: {_short(real)}   step time calibrated on: {_short(calibrate_on)}")
     print(f"{'c':>3} {'figure':<16} {'real':>10} {'forecast':>10} {'error':>10}")
     checks = []
     for rung in lay.rungs:
-        m = real_figs[rung.concurrency]
-        for key, tol, kind in (
-            ("preemptions", None, "count"),
-            ("max_kv_usage", 0.05, "points"),
-            ("prefix_hit_rate", 0.05, "points"),
-            ("ttft_ms_p50", 0.25, "relative"),
-            ("itl_ms_p50", 0.25, "relative"),
-        ):
-            fc = getattr(rung, key)
+        m = real_figs.get(rung.concurrency)
+        if m is None:
+            print(f"{rung.concurrency:>3} (the ladder did not run this rung)")
+            continue
+        for key, fc_key, tol, kind in FIGURES:
+            fc = getattr(rung, fc_key)
             err, ok = _error(m[key], fc, tol, kind)
             if ok is not None:
                 checks.append(ok)
@@ -140,11 +162,24 @@ def compare(real: Path, calibrate_on: Path) -> list[bool]:
     onset_real = min((c for c, m in real_figs.items() if m["preemptions"]), default=None)
     onset_fc = min((r.concurrency for r in lay.rungs if r.preemptions), default=None)
     print("streamed answers used for TTFT/ITL: " + ", ".join(f"c{c} {m['streamed']}" for c, m in real_figs.items()))
+    if any(m["most_scheduled"] is not None for m in real_figs.values()):
+        held = ", ".join(f"c{c} {m['most_scheduled']}" for c, m in real_figs.items())
+        print(f"most requests the engine scheduled in one step (its log): {held}")
     print(f"knee: real {knee_real}, forecast {lay.knee.to_dict()} -> {'ok' if knee_ok else 'MISS'}")
     print(
         f"preemption onset: real c={onset_real}, forecast c={onset_fc} -> {'ok' if onset_real == onset_fc else 'MISS'}"
     )
     return [*checks, knee_ok, onset_real == onset_fc]
+
+
+FIGURES = (  # measured key, forecast attribute, tolerance, kind
+    ("preemptions", "preemptions", None, "count"),
+    ("kv_step_peak", "max_kv_usage", 0.05, "points"),
+    ("kv_scraped", "max_kv_usage_sampled", 0.05, "points"),
+    ("prefix_hit_rate", "prefix_hit_rate", 0.05, "points"),
+    ("ttft_ms_p50", "ttft_ms_p50", 0.25, "relative"),
+    ("itl_ms_p50", "itl_ms_p50", 0.25, "relative"),
+)
 
 
 def _error(real: Any, fc: Any, tol: float | None, kind: str) -> tuple[str, bool | None]:
@@ -174,8 +209,10 @@ def _fmt(v: Any) -> str:
 
 
 def live_ladder(runs_dir: Path, profile: Path = LIVE_PROFILE, workload: Path = LIVE_WORKLOAD) -> Path:
-    """One real ladder on the CPU testbed now (the caller holds /tmp/oomkit-vllm.lock)."""
-    cmd = [sys.executable, "-m", "oomkit", "ladder", "--profile", str(profile), "--workload", str(workload)]
+    """One real ladder on the CPU testbed now (the caller holds /tmp/oomkit-vllm.lock), its server
+    logging every scheduler step."""
+    logged = with_step_log(profile, runs_dir)
+    cmd = [sys.executable, "-m", "oomkit", "ladder", "--profile", str(logged), "--workload", str(workload)]
     cmd += ["--runs-dir", str(runs_dir), "--max-concurrency", "8", "--json"]
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=1800)
     if out.returncode not in (0, 1):
@@ -218,11 +255,12 @@ def _profiles(runs_dir: Path) -> None:
     summary = []
     for name, first, second in profile_pairs(runs_dir):
         print(f"\n=== {name} ===")
-        try:
-            checks = compare(first.resolve(), second.resolve())
-        except Exception as err:  # noqa: BLE001 - one profile's failure is that profile's result
-            print(f"forecast failed: {type(err).__name__}: {err}")
-            checks = []
+        checks: list[bool] = []
+        for real, other in ((first, second), (second, first)):  # each ladder forecast, calibrated on the other
+            try:
+                checks += compare(real.resolve(), other.resolve())
+            except Exception as err:  # noqa: BLE001 - one profile's failure is that profile's result
+                print(f"forecast failed: {type(err).__name__}: {err}")
         summary.append(f"{name}: {sum(checks)}/{len(checks)}")
     print("\ngoals met per profile: " + "; ".join(summary))
 

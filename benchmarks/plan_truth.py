@@ -44,8 +44,8 @@ LOCK = "/tmp/oomkit-vllm.lock"
 @dataclass(frozen=True)
 class Case:
     name: str
-    kind: str  # llama | qwen3next | mla
-    make: dict[str, Any]  # make_model keywords
+    kind: str  # llama | qwen3next | mla | mixtral | qwen2moe | qwen3moe | gptoss | pangu
+    make: dict[str, Any]  # make_model keywords; config fields for the config-only kinds
     config: dict[str, Any]  # edits to config.json after it is written (None value: remove the key)
     max_model_len: int
     kv_bytes: int
@@ -53,7 +53,7 @@ class Case:
 
 
 def grid() -> list[Case]:
-    return _dense() + _sliding() + _hybrid() + _mla()
+    return _dense() + _sliding() + _mixed() + _hybrid() + _mla() + _moe() + _sinks()
 
 
 def _dense() -> list[Case]:
@@ -110,6 +110,137 @@ def _sliding() -> list[Case]:
                     {"max-num-batched-tokens": mnbt},
                 )
             )
+    return out
+
+
+def _types(pattern: str, layers: int) -> list[str]:
+    """layer_types from a repeating pattern: s sliding, f full ("sssf": Gemma-3-like 3 sliding : 1 full)."""
+    names = {"s": "sliding_attention", "f": "full_attention"}
+    return [names[pattern[i % len(pattern)]] for i in range(layers)]
+
+
+def _mixed() -> list[Case]:
+    """Sliding/full patterns other than every other layer, the window below, at and above
+    max_model_len; the groups vLLM forms depend on the ratio (kv_cache_utils.get_kv_cache_groups)."""
+    out = []
+    for pattern, layers, window, mml, mnbt, block in (
+        ("sssf", 4, 128, 4096, 256, None),
+        ("sssf", 8, 128, 2048, 512, 32),
+        ("sssssf", 6, 512, 4096, 512, None),  # Gemma 3: 5 local : 1 global
+        ("sssssf", 6, 512, 512, 256, None),  # window = max_model_len
+        ("sssssf", 6, 1024, 512, 256, None),  # window > max_model_len
+        ("fsss", 4, 256, 1024, 256, 64),
+        ("ssf", 6, 256, 4096, 2048, None),
+    ):
+        flags: dict[str, Any] = {"max-num-batched-tokens": mnbt}
+        if block:
+            flags["block-size"] = block
+        out.append(
+            Case(
+                f"mix_{pattern}_l{layers}_w{window}_mml{mml}" + (f"_b{block}" if block else ""),
+                "llama",
+                {"kv_heads": 2, "layers": layers, "sliding_window": window},
+                {"layer_types": _types(pattern, layers)},
+                mml,
+                10 * MB,
+                flags,
+            )
+        )
+    out.append(  # every other layer, window = max_model_len
+        Case("swa512_types_mml512", "llama", {"kv_heads": 4, "sliding_window": 512}, {}, 512, 10 * MB)
+    )
+    return out
+
+
+def _moe() -> list[Case]:
+    """MoE models (GQA attention): the KV pool does not depend on the experts, but the layer typing
+    does: Mixtral, Qwen2-MoE and Qwen3-MoE read no per-layer window (vLLM's Attention falls back to
+    CacheConfig.sliding_window, set only when layer_types is absent or all sliding)."""
+    out = []
+    for kind in ("mixtral", "qwen2moe", "qwen3moe"):
+        for block, kv_mb in ((32, 6), (256, 24)):
+            out.append(Case(f"{kind}_b{block}_{kv_mb}mb", kind, {}, {}, 2048, kv_mb * MB, {"block-size": block}))
+    for mnbt in (256, 2048):  # Mixtral with a window: every layer sliding
+        out.append(
+            Case(
+                f"mixtral_swa128_mnbt{mnbt}",
+                "mixtral",
+                {"sliding_window": 128},
+                {},
+                4096,
+                10 * MB,
+                {"max-num-batched-tokens": mnbt},
+            )
+        )
+    out.append(Case("mixtral_swa512_mml512", "mixtral", {"sliding_window": 512}, {}, 512, 10 * MB))
+    # use_sliding_window true: transformers writes alternating layer_types (Qwen2MoeConfig), so vLLM
+    # leaves CacheConfig.sliding_window unset and qwen2_moe.py, which reads no layer_types, is all full
+    out.append(
+        Case(
+            "qwen2moe_use_sliding_l4",
+            "qwen2moe",
+            {"use_sliding_window": True, "sliding_window": 128, "num_hidden_layers": 4, "max_window_layers": 4},
+            {},
+            4096,
+            10 * MB,
+            {"max-num-batched-tokens": 256},
+        )
+    )
+    # Qwen3MoeConfig has no layer_types: use_sliding_window makes every layer sliding
+    out.append(
+        Case(
+            "qwen3moe_use_sliding",
+            "qwen3moe",
+            {"use_sliding_window": True, "sliding_window": 128},
+            {},
+            4096,
+            10 * MB,
+            {"max-num-batched-tokens": 256},
+        )
+    )
+    return out
+
+
+def _sinks() -> list[Case]:
+    """Attention sinks. GPT-OSS: a learned logit per head (no KV); window on even layers
+    (gpt_oss.py OAIAttention: layer_idx % 2 == 0), whatever layer_types says. openPangu: sink tokens
+    held in a SinkFullAttentionSpec (static_sink_attention.py)."""
+    four = {"num_hidden_layers": 4, "layer_types": _types("sf", 4)}
+    out = [
+        Case("gptoss_mml4096_mnbt256", "gptoss", {}, {}, 4096, 10 * MB, {"max-num-batched-tokens": 256}),
+        Case("gptoss_mml1024_mnbt2048", "gptoss", four, {}, 1024, 10 * MB, {"max-num-batched-tokens": 2048}),
+        Case("gptoss_b32_6mb", "gptoss", four, {}, 2048, 6 * MB, {"block-size": 32, "max-num-batched-tokens": 512}),
+        Case(
+            "gptoss_no_layer_types",
+            "gptoss",
+            {"num_hidden_layers": 4, "layer_types": None},
+            {},
+            4096,
+            10 * MB,
+            {"max-num-batched-tokens": 256},
+        ),
+        Case(  # one sliding layer in layer_types: vLLM still slides layers 0 and 2, and no other
+            "gptoss_layer_types_fffs",
+            "gptoss",
+            {"num_hidden_layers": 4, "layer_types": _types("fffs", 4)},
+            {},
+            4096,
+            10 * MB,
+            {"max-num-batched-tokens": 256},
+        ),
+        Case(  # all sliding: CacheConfig.sliding_window is set, so the odd layers slide too
+            "gptoss_layer_types_all_sliding",
+            "gptoss",
+            {"num_hidden_layers": 4, "layer_types": _types("s", 4)},
+            {},
+            4096,
+            10 * MB,
+            {"max-num-batched-tokens": 256},
+        ),
+        Case("gptoss_swa_mml128", "gptoss", {}, {}, 128, 10 * MB, {"max-num-batched-tokens": 256}),
+    ]
+    out.append(Case("pangu_sink128_b128", "pangu", {}, {}, 2048, 10 * MB))
+    out.append(Case("pangu_sink128_b32", "pangu", {}, {}, 2048, 10 * MB, {"block-size": 32}))
     return out
 
 
@@ -228,6 +359,14 @@ def printed(log: str, metrics: str) -> dict[str, Any]:
     """What vLLM printed: tokens, concurrency, blocks and the block it used; or its error."""
     m = KV_LINE.search(log)
     info = INFO.search(metrics)
+    kv_line: dict[str, Any] = {}
+    if m:  # printed before the scheduler is built: kept even when the engine fails after it
+        kv_line = {
+            "kv_cache_tokens": int(m.group("tok").replace(",", "")),
+            "max_model_len": int(m.group("len").replace(",", "")),
+            "max_concurrency": m.group("conc"),  # as printed: two decimals
+            "kv_line": m.group(0),
+        }
     if not m or not info:
         errors = ERROR.findall(log)
         causes = [e for e in errors if "Engine core initialization failed" not in e] or errors  # not the wrapper
@@ -235,17 +374,11 @@ def printed(log: str, metrics: str) -> dict[str, Any]:
         estimate = re.search(r"estimated maximum model length is (\d+)", log)
         if estimate:
             out["estimated_max_model_len"] = int(estimate.group(1))
-        return out
+        return {**out, **kv_line}
     labels = dict(re.findall(r'(\w+)="([^"]*)"', info.group("labels")))
     aligned = re.search(r"Setting attention block size to (\d+) tokens", log)
-    return {
-        "kv_cache_tokens": int(m.group("tok").replace(",", "")),
-        "max_model_len": int(m.group("len").replace(",", "")),
-        "max_concurrency": m.group("conc"),  # as printed: two decimals
-        "num_blocks": int(labels["num_gpu_blocks"]),
-        "block_size": int(aligned.group(1)) if aligned else int(labels["block_size"]),
-        "kv_line": m.group(0),
-    }
+    block = int(aligned.group(1)) if aligned else int(labels["block_size"])
+    return {**kv_line, "num_blocks": int(labels["num_gpu_blocks"]), "block_size": block}
 
 
 def run_case(case: Case, root: Path, logs: Path) -> dict[str, Any]:
@@ -280,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
             fcntl.flock(lock, fcntl.LOCK_EX)  # one vLLM server at a time on this machine (tests share it)
             record = run_case(case, root, args.logs)
         done[case.name] = record
-        shown = record["printed"].get("kv_line") or record["printed"].get("error")
+        shown = " / ".join(str(record["printed"][k]) for k in ("kv_line", "error") if k in record["printed"])
         print(f"[{i}/{len(cases)}] {case.name}: {shown} ({record['start_s']} s)", flush=True)
         data = {
             "host": facts,

@@ -4,6 +4,7 @@ the noise-aware verdict, the client-side rewrites, and cells against a real loca
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -13,8 +14,10 @@ from _load_fake_server import FakeOpenAI
 
 from oomkit.cli import main
 from oomkit.compare import CompareOptions, cache_vs_context, compare, judge, load_experiment, parse_experiment
+from oomkit.compare.cells import Cell
 from oomkit.compare.checks import check_plan, retention_layers
 from oomkit.compare.clientside import cut_history
+from oomkit.compare.document import CellDoc
 from oomkit.compare.spec import plan_experiment
 from oomkit.compare.verdict import BY_KEY
 from oomkit.errors import InputError, UsageError
@@ -214,3 +217,8 @@ def test_reset_endpoint_asked_for_but_not_served(tmp_path):
     with FakeOpenAI() as fake:
         with pytest.raises(UsageError, match="VLLM_SERVER_DEV_MODE=1"):
             compare(str(exp), CompareOptions(runs_dir=str(tmp_path / "runs"), url=fake.url, repeats=1))
+
+
+def test_a_cell_line_has_the_keys_of_its_document():
+    """Cell.to_dict is typed CellDoc by a cast over its fields: they must stay the same keys, in order."""
+    assert [f.name for f in dataclasses.fields(Cell)] == list(CellDoc.__annotations__)

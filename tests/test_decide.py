@@ -14,6 +14,7 @@ from conftest import CPU_LOGS, need
 
 from oomkit.cli import main
 from oomkit.decide import DecideOptions, decide, load_requirements, parse_requirements
+from oomkit.decide.render import render
 from oomkit.errors import InputError
 
 FIX = Path(__file__).parent / "fixtures" / "decide"
@@ -177,6 +178,32 @@ def test_environment_mismatch_comes_first(tmp_path):
     d = run_decide(tmp_path, runs)
     assert d.verdict == "fix_environment" and d.rule["id"] == "environment_mismatch"
     assert any("desired CPU memory utilization" in (e.get("text") or "") for e in d.evidence)
+
+
+def test_recipe_check_is_evidence(tmp_path):
+    """--recipe checks the snapshot a launch recorded (here a captured 8x B200 node) against the
+    recipe: its failed rows are the verdict's evidence, its NVLink row the network item."""
+    from oomkit.env import load_snapshot_from_dir
+
+    folder = launch_folder(tmp_path, "gmu_099.log", {"tensor_parallel_size": 2}, ready=True)
+    m = json.loads((folder / "manifest.json").read_text())
+    m["env_snapshot"] = load_snapshot_from_dir(str(REPO / "tests" / "fixtures" / "env" / "b200-8x-r580")).to_dict()
+    (folder / "manifest.json").write_text(json.dumps(m))
+    recipe = REPO / "tests" / "fixtures" / "recipes" / "meta-llama--Llama-3.1-8B-Instruct.yaml"
+    d = decide(
+        [str(folder)],
+        str(requirements(tmp_path)),
+        DecideOptions(team="platform", runs_dir=str(tmp_path / "decisions"), recipe=str(recipe), forecast=False),
+    )
+    assert d.recipe_check is not None and d.recipe_check.overall == "fail"
+    failed = [r.requirement for r in d.recipe_check.rows if r.status == "fail"]
+    assert d.rule["id"] == "environment_mismatch" and d.numbers["recipe_rows_failed"] == len(failed) >= 1
+    assert [e.get("recipe_row") for e in d.evidence] == failed[:4] and "found 8x NVIDIA B200" in render(d.to_dict())
+    assert {c.key: c.status for c in d.criteria}["recipe"] == "failed"
+    network = next(i for i in d.checklist if i.key == "network")
+    assert network.status == "done" and "NVLink" in network.detail
+    saved = json.loads((d.run_dir / "decision.json").read_text())
+    assert saved["recipe_check"]["overall"] == "fail" and saved["recipe_check"]["recipe"] == "Llama-3.1-8B-Instruct"
 
 
 # -- team profiles ----------------------------------------------------------------------------------

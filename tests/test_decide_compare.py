@@ -48,7 +48,7 @@ def test_agent_team_with_the_comparisons(tmp_path):
     items = {i.key: i.status for i in d.checklist}
     assert items["same_request_set"] == "done" and items["prefix_caching"] == "done"
     # The compare cells at 4 and 2 dialogs are capacity evidence too.
-    assert {p["concurrency"] for p in d.extra["capacity"]["points"] if "compare.json" in p["source"]} == {4, 2}
+    assert {p.concurrency for p in d.capacity.points if "compare.json" in p.source} == {4, 2}
 
 
 def test_a_context_cut_that_holds_the_target_is_a_degradation_not_a_fix(tmp_path):

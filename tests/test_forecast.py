@@ -21,6 +21,7 @@ from oomkit.cli import cli  # noqa: E402
 from oomkit.errors import InputError, UsageError  # noqa: E402
 from oomkit.forecast import ForecastRequest, forecast  # noqa: E402
 from oomkit.forecast.engine import build_engine  # noqa: E402
+from oomkit.forecast.render import render  # noqa: E402
 from oomkit.plan import PlanRequest, plan  # noqa: E402
 
 FIXTURE_RUN = Path(__file__).parent / "fixtures" / "decide" / "ladder-small-kv"
@@ -276,6 +277,25 @@ def test_sessions_start_spread_over_the_window(tmp_path):
     assert rung.concurrency == 6 and rung.requests == 6 * SMALL["steps"]
     assert rung.simulated_s > 50.0  # the last session starts 50 s in
     assert rung.waiting_max == 0  # one session at a time: nothing queues
+
+
+def test_sessions_have_per_minute_figures_that_add_up_to_the_rung(tmp_path):
+    wl = workload(tmp_path)
+    req = ForecastRequest(plan=small_plan(4000), workload=wl, sessions=6, window_s=180.0)
+    fc = forecast(req)
+    (rung,) = fc.layouts[0].rungs
+    minutes = rung.minutes
+    assert [m.minute for m in minutes] == list(range(len(minutes))) and len(minutes) >= 3  # starts over 3 min
+    assert sum(m.requests for m in minutes) == rung.requests
+    assert sum(m.preemptions for m in minutes) == rung.preemptions
+    assert max(m.max_kv_usage for m in minutes) == rung.max_kv_usage
+    assert sum(m.output_tokens for m in minutes) > 0
+    doc = rung.to_dict()
+    assert doc["minutes"] and set(doc["minutes"][0]) >= {"minute", "requests", "max_kv_usage", "ttft_ms_p50"}
+    assert "per minute of the window (forecast)" in render(fc)
+    # Concurrency rungs have no window: no per-minute figures, and no key for them.
+    (c1,) = forecast(ForecastRequest(plan=small_plan(4000), workload=wl, concurrency=(1,))).layouts[0].rungs
+    assert c1.minutes == () and "minutes" not in c1.to_dict()
 
 
 def test_a_window_without_sessions_is_a_usage_error(tmp_path):

@@ -1,6 +1,8 @@
 """Client pools: local client processes and Ray actors send to a real HTTP server (the fake OpenAI
 streaming server in tests/_load_fake_server.py, which speaks vLLM's protocol); one client is killed
-mid-run and its unfinished requests must come back as client losses, never lost or server errors."""
+mid-run and its unfinished requests must come back as client losses, never lost or server errors,
+while the records it had finished before stay. The driver's end (`Dispatcher`: batches out, records
+in, a death) is also checked on its own, with a transport that only keeps what it is given."""
 
 from __future__ import annotations
 
@@ -14,7 +16,17 @@ import pytest
 from _load_fake_server import FakeOpenAI
 
 from oomkit.client.chat import ChatRequest, ClientOptions
-from oomkit.scaleout.clients import CLIENT_LOST, Endpoint, PoolSpec, Router, measure_offset, open_pool
+from oomkit.client.records import RequestRecord
+from oomkit.scaleout.clients import (
+    CLIENT_LOST,
+    Batch,
+    Dispatcher,
+    Endpoint,
+    PoolSpec,
+    Router,
+    measure_offset,
+    open_pool,
+)
 from oomkit.scaleout.ray_backend import RayTarget
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
@@ -31,16 +43,28 @@ def _requests(sessions: int, steps: int) -> list[ChatRequest]:
 
 
 async def _send_all(
-    spec: PoolSpec, server: FakeOpenAI, reqs: list[ChatRequest], kill: int | None = None
+    spec: PoolSpec, server: FakeOpenAI, reqs: list[ChatRequest], kill: int | None = None, after: int = 0
 ) -> tuple[list, tuple]:
+    """Send every request at once; with `kill`, that client is killed once every request reached
+    the server and the first `after` requests have their records back on the driver."""
     endpoint = Endpoint(server.url, "tiny", None, ClientOptions(timeout_s=30, stall_timeout_s=10))
     async with open_pool(spec, endpoint) as pool:
         tasks = [asyncio.create_task(pool.chat(r)) for r in reqs]
         if kill is not None:
             await _all_streaming(server, len(reqs))
+            await asyncio.wait_for(asyncio.gather(*tasks[:after]), timeout=30)
             _kill(pool, kill)
         records = await asyncio.gather(*tasks)
         return records, pool.clients()
+
+
+def _short_then_long(sessions: int) -> list[ChatRequest]:
+    """Per session, a 2-token answer and a 150-token one (3 s at 20 ms a token); short ones first."""
+    return [
+        ChatRequest(f"s{s}-{k}", {"messages": [{"role": "user", "content": f"hi {s}"}], "max_tokens": n}, "b", s, k)
+        for k, n in enumerate((2, 150))
+        for s in range(sessions)
+    ]
 
 
 async def _all_streaming(server: FakeOpenAI, count: int, timeout_s: float = 60.0) -> None:
@@ -59,7 +83,41 @@ def _kill(pool: object, index: int) -> None:
 
         ray.kill(actor(index), no_restart=True)
     else:
-        os.kill(pool._clients[index].process.pid, signal.SIGKILL)  # type: ignore[attr-defined]
+        os.kill(pool.process(index).pid, signal.SIGKILL)  # type: ignore[attr-defined]
+
+
+def _answer(req: ChatRequest, started_unix_s: float = 1000.0) -> RequestRecord:
+    return RequestRecord(req.request_id, req.label, req.session, req.step, started_unix_s, True)
+
+
+def test_dispatcher_batches_a_turn_and_a_death_loses_only_unanswered_requests() -> None:
+    sent: list[tuple[int, Batch]] = []
+    dispatch = Dispatcher(2, lambda index, batch: sent.append((index, batch)))
+    dispatch.slots[0].offset_s = 2.5
+    reqs = _requests(4, 2)  # sessions 0 and 2 on client 0, 1 and 3 on client 1
+
+    async def scenario() -> tuple[list[RequestRecord], RequestRecord]:
+        tasks = [asyncio.create_task(dispatch.chat(r)) for r in reqs]
+        await asyncio.sleep(0.01)
+        # One message per client for everything asked in the same turn of the loop.
+        assert sorted((i, len(b)) for i, b in sent) == [(0, 4), (1, 4)]
+        batches = dict(sent)
+        dispatch.resolve(0, [(token, _answer(req)) for token, req in batches[0]])
+        dispatch.resolve(1, [(token, _answer(req)) for token, req in batches[1][:1]])  # one came back
+        dispatch.fail(1, "client 1 died")
+        later = await dispatch.chat(reqs[2])  # session 1: client 1
+        return list(await asyncio.wait_for(asyncio.gather(*tasks), timeout=10)), later
+
+    records, later = asyncio.run(asyncio.wait_for(scenario(), timeout=20))
+    assert [r.request_id for r in records] == [r.request_id for r in reqs]
+    on_0 = [r for r in records if r.session in (0, 2)]
+    assert all(r.ok and r.started_unix_s == pytest.approx(997.5) for r in on_0)  # on the driver's clock
+    on_1 = [r for r in records if r.session in (1, 3)]
+    assert sum(r.ok for r in on_1) == 1
+    assert [r.error_kind for r in on_1 if not r.ok] == [CLIENT_LOST] * 3
+    assert later.error_kind == CLIENT_LOST and "died earlier" in (later.error or "")
+    assert [c.lost for c in dispatch.clients()] == [None, "client 1 died"]
+    assert len(sent) == 2  # nothing is sent to a dead client
 
 
 def test_router_keeps_a_session_on_one_client() -> None:
@@ -108,3 +166,19 @@ def test_ray_actor_clients_and_one_killed(monkeypatch: pytest.MonkeyPatch) -> No
     lost = [r for r in records if not r.ok]
     assert lost and all(r.error_kind == CLIENT_LOST for r in lost)
     assert all(r.ok for r in records if r.session in (0, 2))
+
+
+@pytest.mark.parametrize(
+    "kind", ["processes", pytest.param("ray", marks=pytest.mark.skipif(not HAS_RAY, reason="no Ray"))]
+)
+def test_a_killed_client_keeps_the_records_it_had_sent(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    spec = PoolSpec(2, RayTarget("local", 2) if kind == "ray" else None)
+    with FakeOpenAI(token_delay_s=0.02) as server:
+        reqs = _short_then_long(4)
+        records, clients = asyncio.run(_send_all(spec, server, reqs, kill=1, after=4))
+    by_id = {r.request_id: r for r in records}
+    assert all(by_id[f"s{s}-0"].ok for s in range(4))  # answered before the kill: kept
+    assert all(by_id[f"s{s}-1"].ok for s in (0, 2))  # on the client that lived
+    assert [by_id[f"s{s}-1"].error_kind for s in (1, 3)] == [CLIENT_LOST, CLIENT_LOST]
+    assert clients[1].lost and clients[0].lost is None

@@ -83,3 +83,17 @@ def test_secrets_in_log_lines_never_printed(tmp_path):
 
 def test_usage_error_exit_2():
     assert run("triage").returncode == 2
+
+
+def test_printed_args_that_json_has_no_form_for_do_not_break_json(tmp_path):
+    # V0 prints its args as a Namespace repr: a set or bytes in it once made `--json` raise TypeError.
+    log = tmp_path / "args.log"
+    log.write_text(
+        "INFO 04-19 17:25:10 api_server.py:150] args: Namespace(host=None, port=8001, model='/m', "
+        "allowed={2, 1}, blob=b'x', shape=(1, 2))\n"
+    )
+    out = run("triage", str(log), "--json")
+    assert out.returncode == 0, out.stderr
+    args = json.loads(out.stdout)["facts"]["args"]
+    assert args["allowed"] == [1, 2] and args["blob"] == "x" and args["shape"] == [1, 2]
+    assert args["model"] == "/m" and args["port"] == 8001

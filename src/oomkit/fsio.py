@@ -1,15 +1,25 @@
 """Writes that never leave half a record: JSON by write-then-rename, JSONL by whole flushed lines;
-and reads of handed-over files that refuse, in one line, what is too large, binary or not UTF-8."""
+reads of handed-over files that refuse, in one line, what is too large, binary or not UTF-8; and
+the narrowing of JSON read back (`json_object`, `json_list`, `from_fields`): a file an earlier
+stage wrote is raw input until its fields are checked, since it may be torn, edited or older."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 from oomkit.errors import InputError
+from oomkit.serial import Json, JsonObject
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+D = TypeVar("D", bound="DataclassInstance")
 
 JSON_ERRORS = (ValueError, RecursionError)
 """What json.loads raises on bad input: JSONDecodeError (a ValueError), ValueError for an integer of
@@ -73,9 +83,9 @@ class JsonlWriter:
         self.close()
 
 
-def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+def read_jsonl(path: str | os.PathLike[str]) -> list[JsonObject]:
     """Reads whole records; a torn last line (a crash mid-write) is skipped, not fatal."""
-    records: list[dict[str, Any]] = []
+    records: list[JsonObject] = []
     p = Path(path)
     if not p.exists():
         return records
@@ -88,6 +98,39 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             if isinstance(obj, dict):
                 records.append(obj)
     return records
+
+
+def json_object(value: Json | None) -> JsonObject:
+    """A field of JSON read back, as `value or {}` reads it: {} for a missing, null or empty field,
+    the object itself, and TypeError for anything else (an edited file: WRONG_SHAPE covers it)."""
+    if isinstance(value, dict):
+        return value
+    if not value:
+        return {}
+    raise TypeError(f"a JSON object expected, not {type(value).__name__}")
+
+
+def json_list(value: Json | None) -> list[Json]:
+    """A field of JSON read back, as `value or []` reads it; TypeError for a non-list, as `json_object`."""
+    if isinstance(value, list):
+        return value
+    if not value:
+        return []
+    raise TypeError(f"a JSON list expected, not {type(value).__name__}")
+
+
+def json_objects(value: Json | None) -> list[JsonObject]:
+    """A list field whose items are objects, each read as `json_object` reads it."""
+    return [json_object(v) for v in json_list(value)]
+
+
+def from_fields(cls: type[D], data: Mapping[str, object], **given: object) -> D:
+    """The dataclass `cls` from a JSON object its own writer wrote (`asdict`, `to_dict`): the keys
+    that name a field, then `given` on top (what JSON cannot hold as it was: tuples, nested
+    classes). The constructor checks the names (TypeError for a missing one, which WRONG_SHAPE
+    covers); the values are the writer's and are not checked again."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{**{k: v for k, v in data.items() if k in names}, **given})
 
 
 def read_text_limited(path: str | os.PathLike[str], limit_bytes: int, what: str, hint: str | None = None) -> str:

@@ -7,12 +7,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from oomkit.errors import InputError
-from oomkit.fsio import JSON_ERRORS, read_text_limited
+from oomkit.fsio import JSON_ERRORS, json_object, read_text_limited
+from oomkit.serial import Json, JsonObject, to_json_object
 
 VLLM_BENCH, GUIDELLM = "vllm bench serve", "guidellm"
 
@@ -34,8 +34,8 @@ class LoadPoint:
     output_tokens_per_s: float | None
     duration_s: float | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> JsonObject:
+        return to_json_object(self)
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class ImportedRun:
     points: tuple[LoadPoint, ...]
     notes: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "tool": self.tool,
             "path": self.path,
@@ -59,14 +59,34 @@ class ImportedRun:
         }
 
 
-def _fingerprint(tool: str, data: Any) -> str:
+def _fingerprint(tool: str, data: JsonObject) -> str:
     text = json.dumps(data, sort_keys=True, default=str)
     return f"{tool.split()[0]}:{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
-def _num(d: dict[str, Any], key: str) -> float | None:
+def _num(d: JsonObject, key: str) -> float | None:
     v = d.get(key)
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+# The tools' own fields, read as float()/int() read them (a number, or a number as text); any other
+# shape is a TypeError, which read_import turns into one line of bad input.
+def _float(value: Json) -> float:
+    if isinstance(value, bool | int | float | str):
+        return float(value)
+    raise TypeError(f"a number expected, not {type(value).__name__}")
+
+
+def _int(value: Json) -> int:
+    if isinstance(value, bool | int | float | str):
+        return int(value)
+    raise TypeError(f"a number expected, not {type(value).__name__}")
+
+
+def _object(value: Json) -> JsonObject:
+    if isinstance(value, dict):
+        return value
+    raise TypeError(f"a JSON object expected, not {type(value).__name__}")
 
 
 # A GuideLLM report keeps every request of every benchmark: tens of MB for a large sweep.
@@ -84,14 +104,16 @@ VLLM_DATASET_KEYS = (
     "tokenizer_id",
     "input_lens",
 )
+# Keys of a GuideLLM report's `config` that describe what was sent.
+GUIDELLM_DATA_KEYS = ("data", "data_args", "data_samples", "processor", "random_seed")
 
 
-def from_vllm_bench(data: dict[str, Any], path: str) -> ImportedRun:
+def from_vllm_bench(data: JsonObject, path: str) -> ImportedRun:
     for key in ("completed", "mean_ttft_ms", "duration"):
         if key not in data:
             raise InputError(f"{path}: not a `vllm bench serve --save-result` file (no {key!r})")
-    failed = int(data.get("failed") or 0)
-    completed = int(data["completed"])
+    failed = _int(data.get("failed") or 0)
+    completed = _int(data["completed"])
     rate = data.get("request_rate")
     point = LoadPoint(
         label=str(data.get("label") or f"max_concurrency={data.get('max_concurrency')}"),
@@ -114,58 +136,59 @@ def from_vllm_bench(data: dict[str, Any], path: str) -> ImportedRun:
     sent = {k: data.get(k) for k in VLLM_DATASET_KEYS if k in data}
     if "input_lens" not in sent:
         notes.append("dataset fingerprint from its settings only (save with --save-detailed for the prompt lengths)")
-    return ImportedRun(VLLM_BENCH, path, _fingerprint(VLLM_BENCH, sent), data.get("model_id"), (point,), tuple(notes))
+    model = data.get("model_id")
+    fingerprint = _fingerprint(VLLM_BENCH, sent)
+    return ImportedRun(VLLM_BENCH, path, fingerprint, None if model is None else str(model), (point,), tuple(notes))
 
 
-def _dist(metrics: dict[str, Any], key: str, scale: float = 1.0) -> tuple[float | None, float | None, float | None]:
-    ok = (metrics.get(key) or {}).get("successful") or {}
-    pct = ok.get("percentiles") or {}
+def _dist(metrics: JsonObject, key: str, scale: float = 1.0) -> tuple[float | None, float | None, float | None]:
+    ok = json_object(json_object(metrics.get(key)).get("successful"))
+    pct = json_object(ok.get("percentiles"))
 
     def get(name: str) -> float | None:
         v = pct.get(name)
-        return None if v is None else float(v) * scale
+        return None if v is None else _float(v) * scale
 
     return get("p50"), get("p95"), get("p99")
 
 
-def _guidellm_point(b: dict[str, Any], index: int) -> LoadPoint:
-    strategy = (b.get("config") or {}).get("strategy") or {}
+def _guidellm_point(b: JsonObject, index: int) -> LoadPoint:
+    strategy = json_object(json_object(b.get("config")).get("strategy"))
     kind = strategy.get("type_") or strategy.get("type") or "unknown"
-    m = b.get("metrics") or {}
-    totals = m.get("request_totals") or {}
+    m = json_object(b.get("metrics"))
+    totals = json_object(m.get("request_totals"))
     ttft = _dist(m, "time_to_first_token_ms")
     latency = _dist(m, "request_latency", 1000.0)  # GuideLLM's request_latency is in seconds
-    out_rate = ((m.get("output_tokens_per_second") or {}).get("successful") or {}).get("mean")
+    out_rate = json_object(json_object(m.get("output_tokens_per_second")).get("successful")).get("mean")
     streams = strategy.get("streams") if kind == "concurrent" else (1 if kind == "synchronous" else None)
-    sched = b.get("scheduler_metrics") or {}
-    start, end = sched.get("measure_start_time"), sched.get("measure_end_time")
+    sched = json_object(b.get("scheduler_metrics"))
+    start, end, rate = sched.get("measure_start_time"), sched.get("measure_end_time"), strategy.get("rate")
     return LoadPoint(
-        label=f"{kind}"
-        + (f"@{streams}" if streams else f"@{strategy.get('rate')}" if strategy.get("rate") else "")
-        + f" (#{index})",
-        concurrency=float(streams) if streams else None,
-        request_rate=strategy.get("rate"),
-        requests=int(totals.get("total") or 0),
-        errors=int(totals.get("errored") or 0),
+        label=f"{kind}" + (f"@{streams}" if streams else f"@{rate}" if rate else "") + f" (#{index})",
+        concurrency=_float(streams) if streams else None,
+        request_rate=_num(strategy, "rate"),
+        requests=_int(totals.get("total") or 0),
+        errors=_int(totals.get("errored") or 0),
         ttft_ms_p50=ttft[0],
         ttft_ms_p95=ttft[1],
         ttft_ms_p99=ttft[2],
         latency_ms_p50=latency[0],
         latency_ms_p95=latency[1],
         latency_ms_p99=latency[2],
-        output_tokens_per_s=float(out_rate) if out_rate is not None else None,
-        duration_s=(float(end) - float(start)) if start is not None and end is not None else None,
+        output_tokens_per_s=_float(out_rate) if out_rate is not None else None,
+        duration_s=(_float(end) - _float(start)) if start is not None and end is not None else None,
     )
 
 
-def from_guidellm(data: dict[str, Any], path: str) -> ImportedRun:
+def from_guidellm(data: JsonObject, path: str) -> ImportedRun:
     benchmarks = data.get("benchmarks")
     if not isinstance(benchmarks, list) or not benchmarks:
         raise InputError(f"{path}: not a GuideLLM benchmarks.json (no benchmarks list)")
-    points = tuple(_guidellm_point(b, i) for i, b in enumerate(benchmarks))
-    config = data.get("config") or {}
-    sent = {k: config.get(k) for k in ("data", "data_args", "data_samples", "processor", "random_seed") if k in config}
-    model = config.get("model") if isinstance(config.get("model"), str) else None
+    points = tuple(_guidellm_point(_object(b), i) for i, b in enumerate(benchmarks))
+    config = json_object(data.get("config"))
+    sent: JsonObject = {k: config[k] for k in GUIDELLM_DATA_KEYS if k in config}
+    model = config.get("model")
+    model = model if isinstance(model, str) else None
     notes = () if sent else ("the report has no data settings: every GuideLLM import counts as one request set",)
     return ImportedRun(GUIDELLM, path, _fingerprint(GUIDELLM, sent), model, points, notes)
 

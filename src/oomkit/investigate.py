@@ -9,17 +9,17 @@ import asyncio
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from oomkit.client.chat import ClientOptions
 from oomkit.compare import CompareOptions, cache_vs_context, compare
 from oomkit.compare.preset import PresetOptions
 from oomkit.decide import DecideOptions, decide, load_requirements
+from oomkit.decide.model import DecisionDoc
 from oomkit.decide.requirements import Requirements
 from oomkit.errors import InputError
-from oomkit.fsio import write_json_atomic
+from oomkit.fsio import json_object, write_json_atomic
 from oomkit.ladder import LadderOptions
 from oomkit.ladder.run import run_steps
 from oomkit.launch import LaunchFailed, load_profile
@@ -30,7 +30,7 @@ from oomkit.loadrun.progress import NoProgress, Progress
 from oomkit.loadrun.target import Target, profile_target
 from oomkit.report import render
 from oomkit.rundir import RunDir, redact_obj
-from oomkit.serial import JsonObject
+from oomkit.serial import Json, JsonObject, to_json_object
 
 STAGES = ("env", "ladder", "compare", "decision", "report")
 # Steps before the concurrency rungs: a ladder that stops there has no capacity to compare.
@@ -64,31 +64,45 @@ class InvestigateResult:
     timings_s: dict[str, float]
     server_starts: int
     restarts: int
-    decision: dict[str, Any]
+    decision: DecisionDoc
 
     def to_dict(self) -> JsonObject:
-        out = asdict(self)
-        out["run_dir"] = str(self.run_dir)
-        return out
+        return to_json_object(self)
 
 
 class _State:
-    """The investigation folder's manifest: which stages are done and where their folders are."""
+    """The investigation folder's manifest: which stages are done and where their folders are.
+    `stages` is read back from an earlier attempt's manifest: JSON, narrowed where it is read."""
 
     def __init__(self, run: RunDir):
         self.run = run
         m = run.manifest()
-        self.stages: dict[str, Any] = dict(m.get("stages") or {})
-        self.timings: dict[str, float] = dict(m.get("timings_s") or {})
-        self.starts = int(m.get("server_starts") or 0)
+        self.stages: JsonObject = dict(json_object(m.get("stages")))
+        self.timings: dict[str, float] = {
+            k: float(v) for k, v in json_object(m.get("timings_s")).items() if isinstance(v, int | float)
+        }
+        starts = m.get("server_starts")
+        self.starts = starts if isinstance(starts, int) else 0
 
-    def done(self, stage: str, value: Any, began: float) -> None:
+    def stage(self, name: str) -> JsonObject:
+        """A stage recorded as an object (ladder, compare); {} when it is not (yet) recorded."""
+        return json_object(self.stages.get(name))
+
+    def done(self, stage: str, value: Json, began: float) -> None:
         self.stages[stage] = value
         self.timings[stage] = round(self.timings.get(stage, 0.0) + time.monotonic() - began, 2)
         self.save()
 
     def save(self) -> None:
         self.run.update(stages=self.stages, timings_s=self.timings, server_starts=self.starts)
+
+
+def _text(value: Json | None) -> str | None:
+    return None if value is None else str(value)
+
+
+def _count(value: Json | None) -> int:
+    return value if isinstance(value, int) else 0
 
 
 def _say(opts: InvestigateOptions, text: str) -> None:
@@ -111,7 +125,7 @@ def _folder(profile: str, req: Requirements, opts: InvestigateOptions) -> RunDir
 
 
 def _same_profile(run: RunDir, profile: str) -> None:
-    inv = run.manifest().get("investigation") or {}
+    inv = json_object(run.manifest().get("investigation"))
     if run.manifest().get("kind") != "investigation":
         raise InputError(f"{run.path}: not an investigation folder")
     if inv.get("profile") != str(Path(profile).resolve()):
@@ -127,14 +141,12 @@ def _env(state: _State, opts: InvestigateOptions) -> None:
     began = time.monotonic()
     from oomkit.env import take_snapshot
 
-    snap = take_snapshot().to_dict()
+    snap = take_snapshot()
     path = state.run.file("env.json", "the environment snapshot taken before the launch")
-    write_json_atomic(path, redact_obj(snap))
-    _say(
-        opts,
-        f"env: {((snap.get('software') or {}).get('vllm_distribution'))} "
-        f"{(snap.get('software') or {}).get('vllm_version')}, {len(snap.get('gpus') or [])} GPU(s)",
-    )
+    write_json_atomic(path, redact_obj(snap.to_dict()))
+    software = snap.software
+    distribution, version = (software.vllm_distribution, software.vllm_version) if software else (None, None)
+    _say(opts, f"env: {distribution} {version}, {len(snap.gpus)} GPU(s)")
     state.done("env", str(path), began)
 
 
@@ -147,9 +159,7 @@ def ladder_options(req: Requirements) -> LadderOptions:
     )
 
 
-def _ladder(
-    target: Target, state: _State, workload: str | None, req: Requirements, opts: InvestigateOptions
-) -> dict[str, Any]:
+def _ladder(target: Target, state: _State, workload: str | None, req: Requirements, opts: InvestigateOptions) -> None:
     began = time.monotonic()
     run = target.run_dir
     assert run is not None
@@ -175,19 +185,18 @@ def _ladder(
         },
         began,
     )
-    return state.stages["ladder"]
 
 
 def _compare(state: _State, profile: str, req: Requirements, target: Target | None, opts: InvestigateOptions) -> None:
-    ladder = state.stages["ladder"]
+    ladder = state.stage("ladder")
     if ladder.get("stopped_at") in EARLY_STEPS:
         state.done("compare", {"skipped": f"the ladder stopped at {ladder['stopped_at']}"}, time.monotonic())
         return
     began = time.monotonic()
-    request_set = str(Path(ladder["run_dir"]) / "request-set.jsonl")
+    request_set = str(Path(str(ladder["run_dir"])) / "request-set.jsonl")
     popts = PresetOptions(repeats=opts.repeats, steps=req.agent_steps_per_dialog)
     preset = cache_vs_context(profile, request_set, req.concurrent_dialogs, popts)
-    previous = state.stages.get("compare_folder") or None
+    previous = _text(state.stages.get("compare_folder") or None)
 
     def remember(folder: RunDir) -> None:
         state.stages["compare_folder"] = str(folder.path)
@@ -237,10 +246,10 @@ def _measure(profile: str, req: Requirements, state: _State, opts: InvestigateOp
 
 
 def _evidence_runs(state: _State) -> list[str]:
-    runs = [state.stages["ladder"]["run_dir"]]
-    comp = state.stages.get("compare") or {}
+    runs = [str(state.stage("ladder")["run_dir"])]
+    comp = state.stage("compare")
     if comp.get("run_dir"):
-        runs.append(comp["run_dir"])
+        runs.append(str(comp["run_dir"]))
     return runs
 
 
@@ -264,12 +273,12 @@ def investigate(profile: str, requirements: str, opts: InvestigateOptions = Inve
     began = time.monotonic()
     html = render(str(decision.run_dir), "html", runs_dir=opts.runs_dir)
     state.done("report", str(html), began)
-    comp = state.stages.get("compare") or {}
-    restarts, starts = int(comp.get("restarts") or 0), state.starts + int(comp.get("server_starts") or 0)
+    comp = state.stage("compare")
+    restarts, starts = _count(comp.get("restarts")), state.starts + _count(comp.get("server_starts"))
     run_dirs: dict[str, str | None] = {
         "investigation": str(state.run.path),
-        "ladder": state.stages["ladder"]["run_dir"],
-        "compare": (state.stages.get("compare") or {}).get("run_dir"),
+        "ladder": _text(state.stage("ladder")["run_dir"]),
+        "compare": _text(comp.get("run_dir")),
         "decision": str(decision.run_dir),
     }
     result = InvestigateResult(

@@ -27,8 +27,9 @@ from typing import Any
 
 from oomkit import __version__
 from oomkit.errors import InputError
-from oomkit.fsio import JSON_ERRORS, JsonlWriter, read_jsonl, write_json_atomic
+from oomkit.fsio import JSON_ERRORS, JsonlWriter, json_object, read_jsonl, write_json_atomic
 from oomkit.redact import MASK, SECRET_ENV, redact
+from oomkit.serial import JsonObject
 
 MANIFEST = "manifest.json"
 LOCK = ".manifest.lock"
@@ -68,7 +69,7 @@ def _redact_item(key: str, value: Any) -> Any:
 class RunDir:
     """A run folder on disk. `create` makes a new one; `open` reads an existing one."""
 
-    def __init__(self, path: Path, manifest: dict[str, Any]):
+    def __init__(self, path: Path, manifest: JsonObject):
         self.path = path
         self._manifest = manifest
 
@@ -81,7 +82,7 @@ class RunDir:
         run_id = _new_run_id(label)
         path = base / run_id
         path.mkdir()  # exclusive: the random suffix makes a clash an error worth seeing
-        manifest = {
+        manifest: JsonObject = {
             "schema": SCHEMA,
             "run_id": run_id,
             "kind": kind,
@@ -121,21 +122,23 @@ class RunDir:
     def state(self) -> str:
         return str(self._manifest["state"])
 
-    def manifest(self) -> dict[str, Any]:
+    def manifest(self) -> JsonObject:
+        """A copy of the manifest as JSON reads it back: a raw document (other stages add their own
+        sections, a person may edit it), so readers narrow what they take from it."""
         return json.loads(json.dumps(self._manifest, default=str))
 
     def file(self, name: str, description: str | None = None) -> Path:
         """The path of a file in the folder; with a description it is listed in the manifest."""
         if "/" in name or name.startswith("."):
             raise ValueError(f"run folder file names are plain names, not {name!r}")
-        if description and self._manifest["files"].get(name) != description:
-            self._mutate(lambda m: m.setdefault("files", {}).update({name: description}))
+        if description and json_object(self._manifest.get("files")).get(name) != description:
+            self._mutate(lambda m: _list_file(m, name, description))
         return self.path / name
 
     def jsonl(self, name: str, description: str) -> JsonlWriter:
         return JsonlWriter(self.file(name, description))
 
-    def read_jsonl(self, name: str) -> list[dict[str, Any]]:
+    def read_jsonl(self, name: str) -> list[JsonObject]:
         return read_jsonl(self.path / name)
 
     def update(self, **fields: Any) -> None:
@@ -145,7 +148,7 @@ class RunDir:
         clean = redact_obj(fields)
         self._mutate(lambda m: m.update(clean))
 
-    def _mutate(self, change: Callable[[dict[str, Any]], None]) -> None:
+    def _mutate(self, change: Callable[[JsonObject], None]) -> None:
         # Read-modify-write under a lock: several RunDir objects (and processes: a load stage, a
         # --stop) may update one manifest, and none may drop what another wrote.
         with open(self.path / LOCK, "a") as lock:
@@ -166,9 +169,14 @@ class RunDir:
     def write(self) -> None:
         write_json_atomic(self.path / MANIFEST, redact_obj(self._manifest))
 
-    def reload(self) -> dict[str, Any]:
+    def reload(self) -> JsonObject:
         self._manifest = RunDir.open(self.path)._manifest
         return self.manifest()
+
+
+def _list_file(manifest: JsonObject, name: str, description: str) -> None:
+    files = manifest.get("files")
+    manifest["files"] = {**(files if isinstance(files, dict) else {}), name: description}
 
 
 def _new_run_id(label: str | None) -> str:

@@ -14,11 +14,11 @@ import shlex
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from oomkit.errors import WRONG_SHAPE, InputError, UsageError
+from oomkit.fsio import json_list, json_object
 from oomkit.rundir import MANIFEST, SCHEMA, STATES, RunDir
-from oomkit.serial import JsonObject
+from oomkit.serial import Json, JsonObject
 
 UNREADABLE = "unreadable"
 LIST_STATES = STATES + (UNREADABLE,)
@@ -61,7 +61,7 @@ def own_create_time() -> float:
     return float(psutil.Process().create_time())
 
 
-def process_alive(pid: Any, create_time: Any = None, not_after: float | None = None) -> bool:
+def process_alive(pid: object, create_time: object = None, not_after: float | None = None) -> bool:
     """True when `pid` runs and is the process meant: its start matches `create_time`, or (without
     one) it started no later than `not_after` (a process started later cannot be the one)."""
     import psutil
@@ -80,20 +80,20 @@ def process_alive(pid: Any, create_time: Any = None, not_after: float | None = N
     return not_after is None or started <= not_after + CREATE_TIME_SLACK_S
 
 
-def owner_alive(manifest: dict[str, Any]) -> bool:
+def owner_alive(manifest: JsonObject) -> bool:
     return process_alive(
         manifest.get("oomkit_pid"), manifest.get("oomkit_create_time"), _timestamp(manifest.get("created_at"))
     )
 
 
-def _timestamp(iso: Any) -> float | None:
+def _timestamp(iso: object) -> float | None:
     try:
         return datetime.fromisoformat(str(iso)).timestamp()
     except ValueError:
         return None
 
 
-def read_manifest(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+def read_manifest(path: Path) -> tuple[JsonObject | None, str | None]:
     """The manifest, or None and why it cannot be used."""
     file = path / MANIFEST
     try:
@@ -130,7 +130,7 @@ def list_runs(
     return [r for r in runs if (state is None or r.state == state) and (include_parts or r.part_of is None)]
 
 
-def _parents(manifests: dict[str, dict[str, Any]]) -> dict[str, str]:
+def _parents(manifests: dict[str, JsonObject]) -> dict[str, str]:
     """Folder name -> the run id of the run that recorded it as one of its parts."""
     out: dict[str, str] = {}
     for name, m in manifests.items():
@@ -141,24 +141,24 @@ def _parents(manifests: dict[str, dict[str, Any]]) -> dict[str, str]:
     return out
 
 
-def _parts(m: dict[str, Any]) -> list[str]:
+def _parts(m: JsonObject) -> list[str]:
     try:
         return _part_refs(m)
     except WRONG_SHAPE:  # an edited manifest names no parts; the folder itself is judged by _info
         return []
 
 
-def _part_refs(m: dict[str, Any]) -> list[str]:
-    refs: list[Any] = list((m.get("server_runs") or {}).values())  # compare: one launch per server
-    refs += [f.get("run_dir") for f in (m.get("launch_failures") or {}).values() if isinstance(f, dict)]
-    for stage in (m.get("stages") or {}).values():  # investigation: ladder, compare, decision, report
+def _part_refs(m: JsonObject) -> list[str]:
+    refs: list[Json] = list(json_object(m.get("server_runs")).values())  # compare: one launch per server
+    refs += [f.get("run_dir") for f in json_object(m.get("launch_failures")).values() if isinstance(f, dict)]
+    for stage in json_object(m.get("stages")).values():  # investigation: ladder, compare, decision, report
         refs.append(stage.get("run_dir") if isinstance(stage, dict) else stage)
-    refs += [r.get("server_run") for r in (m.get("resumes") or []) if isinstance(r, dict)]  # ladder/bench --resume
+    refs += [r.get("server_run") for r in json_list(m.get("resumes")) if isinstance(r, dict)]  # ladder/bench --resume
     return [str(r) for r in refs if isinstance(r, str) and r]
 
 
 def _info_or_unreadable(
-    path: Path, m: dict[str, Any] | None, why: str | None, part_of: str | None, base: Path, fix: bool
+    path: Path, m: JsonObject | None, why: str | None, part_of: str | None, base: Path, fix: bool
 ) -> RunInfo:
     try:
         return _info(path, m, why, part_of, base, fix)
@@ -167,21 +167,21 @@ def _info_or_unreadable(
         return _info(path, None, why, part_of, base, False)
 
 
-def _info(path: Path, m: dict[str, Any] | None, why: str | None, part_of: str | None, base: Path, fix: bool) -> RunInfo:
+def _info(path: Path, m: JsonObject | None, why: str | None, part_of: str | None, base: Path, fix: bool) -> RunInfo:
     files = tuple(sorted(p.name for p in path.iterdir() if p.is_file() and not p.name.startswith(".")))
     if m is None:
         return RunInfo(
             path.name, path, None, None, UNREADABLE, None, why, None, None, (), files, (), None, part_of, False, None
         )
-    state, reason = m["state"], m.get("reason")
-    reason = None if reason is None else str(reason)
+    recorded = str(m["state"])  # read_manifest let only one of STATES through
+    state, reason = recorded, _text(m.get("reason"))
     if state == "running" and not owner_alive(m):
         state, reason = "interrupted", "owner_gone"
         if fix:
             _fix(path)
     kind = str(m.get("kind") or "?")
     stages = (kind,) + tuple(k for k in LOADS if k != kind and isinstance(m.get(k), dict))
-    missing = tuple(sorted(f for f in (m.get("files") or {}) if f not in files))
+    missing = tuple(sorted(f for f in json_object(m.get("files")) if f not in files))
     command = None if part_of or state in ("running", "complete") else resume_command(m, path.name, base)
     pid = m.get("oomkit_pid")
     return RunInfo(
@@ -190,7 +190,7 @@ def _info(path: Path, m: dict[str, Any] | None, why: str | None, part_of: str | 
         _text(m.get("kind")),
         _text(m.get("label")),
         state,
-        m["state"],
+        recorded,
         reason,
         _text(m.get("created_at")),
         _text(m.get("ended_at")),
@@ -204,7 +204,7 @@ def _info(path: Path, m: dict[str, Any] | None, why: str | None, part_of: str | 
     )
 
 
-def _text(value: Any) -> str | None:
+def _text(value: Json | None) -> str | None:
     return None if value is None else str(value)
 
 
@@ -214,7 +214,7 @@ def _fix(path: Path) -> None:
         run.finish("interrupted", reason="owner_gone")
 
 
-def resume_command(m: dict[str, Any], run_id: str, base: Path) -> str | None:
+def resume_command(m: JsonObject, run_id: str, base: Path) -> str | None:
     """The command that continues this run, or None when nothing can continue it."""
     where = "" if base == Path("runs") else f" --runs-dir {shlex.quote(str(base))}"
     for load in LOADS:
@@ -225,7 +225,7 @@ def resume_command(m: dict[str, Any], run_id: str, base: Path) -> str | None:
             return f"oomkit {load} --resume {run_id}{where}"
     if m.get("kind") == "compare" and m.get("experiment_file"):
         return f"oomkit compare {shlex.quote(str(m['experiment_file']))} --resume {run_id}{where}"
-    inv = m.get("investigation") or {}
+    inv = json_object(m.get("investigation"))
     if m.get("kind") == "investigation" and inv.get("profile") and inv.get("requirements"):
         profile, requirements = shlex.quote(str(inv["profile"])), shlex.quote(str(inv["requirements"]))
         return f"oomkit investigate {profile} --requirements {requirements} --resume {run_id}{where}"

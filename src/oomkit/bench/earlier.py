@@ -4,17 +4,18 @@ so the resumed summary covers every attempt."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from oomkit.client.records import RequestRecord
+from oomkit.fsio import from_fields, json_object
 from oomkit.loadrun.engine import SessionOutcome, Window
 from oomkit.loadrun.resume import attempt_of, record_from_dict
 from oomkit.metrics.deltas import MetricDeltas, compute
 from oomkit.metrics.scrape import Scrape
 from oomkit.rundir import RunDir
+from oomkit.serial import Json
 
 SESSIONS_FILE = "sessions.jsonl"
-_OUTCOME_FIELDS = tuple(f.name for f in fields(SessionOutcome))
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def read_earlier(run: RunDir, label: str = "bench") -> Earlier:
         index = line.get("session")
         if isinstance(index, int) and not line.get("cut") and index not in finished:
             finished[index] = attempt_of(line)
-            outcomes.append(SessionOutcome(**{k: line[k] for k in _OUTCOME_FIELDS if k in line}))
+            outcomes.append(from_fields(SessionOutcome, line))
     spans: dict[int, list[float]] = {}
     records = []
     for line in run.read_jsonl("requests.jsonl"):
@@ -64,17 +65,24 @@ def read_earlier(run: RunDir, label: str = "bench") -> Earlier:
             spans.setdefault(attempt_of(line), []).extend(
                 (rec.started_unix_s, rec.started_unix_s + (rec.latency_ms or 0.0) / 1000)
             )
-            if finished.get(line.get("run_session")) == attempt_of(line):  # type: ignore[arg-type]
+            run_session = line.get("run_session")
+            if isinstance(run_session, int) and finished.get(run_session) == attempt_of(line):
                 records.append(rec)
     scrapes = []
     for line in run.read_jsonl("metrics.jsonl"):
-        if line.get("label") == label and not line.get("error") and isinstance(line.get("t_unix_s"), (int, float)):
-            scrapes.append(Scrape(float(line["t_unix_s"]), dict(line.get("samples") or {}), label=label))
-            spans.setdefault(attempt_of(line), []).append(float(line["t_unix_s"]))
+        t_unix_s = line.get("t_unix_s")
+        if line.get("label") == label and not line.get("error") and isinstance(t_unix_s, int | float):
+            scrapes.append(Scrape(float(t_unix_s), _samples(line.get("samples")), label=label))
+            spans.setdefault(attempt_of(line), []).append(float(t_unix_s))
     peaks = [
-        line["total_bytes"]
+        total
         for line in run.read_jsonl("load_memory.jsonl")
-        if line.get("label") == label and isinstance(line.get("total_bytes"), int)
+        if line.get("label") == label and isinstance(total := line.get("total_bytes"), int)
     ]
     duration = sum(max(t) - min(t) for t in spans.values())
     return Earlier(tuple(outcomes), tuple(records), tuple(scrapes), max(peaks, default=None), duration)
+
+
+def _samples(value: Json | None) -> dict[str, float]:
+    """A metrics.jsonl line's samples (name -> value, as the scraper wrote them)."""
+    return {k: float(v) for k, v in json_object(value).items() if isinstance(v, int | float)}

@@ -6,14 +6,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from dataclasses import asdict, dataclass, field
 
 from oomkit.bench.earlier import SESSIONS_FILE, Earlier, read_earlier
 from oomkit.bench.pool import client_pool, record_clients
 from oomkit.client.chat import ClientOptions
 from oomkit.errors import InputError, RunFailed, UsageError
-from oomkit.fsio import write_json_atomic
+from oomkit.fsio import from_fields, json_object, write_json_atomic
 from oomkit.loadrun.context import LoadContext
 from oomkit.loadrun.engine import Load, SessionBatch, SessionOutcome, Window, run_async
 from oomkit.loadrun.failure import classify, length_note
@@ -25,7 +24,7 @@ from oomkit.loadrun.stats import ClientStats, ClientTally
 from oomkit.metrics.deltas import MetricDeltas
 from oomkit.rundir import redact_obj
 from oomkit.serial import JsonObject
-from oomkit.workload.requestset import RequestSet
+from oomkit.workload.requestset import RequestSet, SetRequest
 
 MAX_CLIENTS = 1024
 
@@ -103,22 +102,22 @@ class BenchResult(ResultHeader):
         return self.json_in_order(body, BENCH_KEYS)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], notes: tuple[str, ...] = ()) -> BenchResult:
+    def from_dict(cls, d: JsonObject, notes: tuple[str, ...] = ()) -> BenchResult:
         """bench.json as the result that wrote it."""
-        server = {k: v for k, v in d["server"].items() if k in {f.name for f in fields(MetricDeltas)}}
+        duration_s, peak = d.get("duration_s"), d.get("peak_memory_bytes")
         return cls(
             **header_from(d, notes),
-            options=BenchOptions(**d["options"]),
-            duration_s=float(d.get("duration_s") or 0.0),
-            client=ClientStats(**d["client"]),
-            server=MetricDeltas(**server),
-            agents=AgentStats(**d["agents"]),
-            peak_memory_bytes=d.get("peak_memory_bytes"),
+            options=from_fields(BenchOptions, json_object(d["options"])),
+            duration_s=float(duration_s) if isinstance(duration_s, int | float) else 0.0,
+            client=from_fields(ClientStats, json_object(d["client"])),
+            server=from_fields(MetricDeltas, json_object(d["server"])),
+            agents=from_fields(AgentStats, json_object(d["agents"])),
+            peak_memory_bytes=peak if isinstance(peak, int) else None,
             died=bool(d.get("died")),
         )
 
 
-def _sessions(rs: RequestSet, count: int | None) -> list[list[Any]]:
+def _sessions(rs: RequestSet, count: int | None) -> list[list[SetRequest]]:
     sessions = rs.sessions()
     return sessions if count is None else [sessions[i % len(sessions)] for i in range(count)]
 

@@ -7,7 +7,6 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import httpx
 
@@ -17,6 +16,7 @@ from oomkit.client.sse import MalformedStream, SseDecoder
 from oomkit.client.tools import check_tool_calls
 from oomkit.client.transport import Http11Transport
 from oomkit.redact import redact
+from oomkit.serial import Json, JsonObject
 
 ERROR_TEXT_CHARS = 500
 RETRYABLE = ("refused", "reset")  # before any token: the request did not reach the engine
@@ -27,7 +27,7 @@ _loads = json.JSONDecoder().decode
 @dataclass(frozen=True)
 class ChatRequest:
     request_id: str
-    body: dict[str, Any]
+    body: JsonObject
     """The chat completion body without `model` and the streaming fields (the client adds them)."""
     label: str = ""
     session: int | None = None
@@ -47,6 +47,15 @@ class ClientOptions:
     """Retries of a request whose tool calls did not validate (the Kimi K3 recipe's advice)."""
 
 
+@dataclass(slots=True)
+class _CallParts:
+    """One streamed tool call, put together from its deltas."""
+
+    id: str | None = None
+    name: str | None = None
+    arguments: list[str] = field(default_factory=list)
+
+
 @dataclass
 class _Stream:
     """Everything accumulated from one response stream."""
@@ -56,14 +65,14 @@ class _Stream:
     """The HTTP status, once the response head has arrived."""
     content: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
-    calls: dict[int, list[Any]] = field(default_factory=dict)  # index -> [id, name, [argument parts]]
+    calls: dict[int, _CallParts] = field(default_factory=dict)  # by the call's index
     first_s: float | None = None
     last_token_s: float | None = None
     gaps_s: list[float] = field(default_factory=list)
     chunks: int = 0
     saw_choices: bool = False
     finish_reason: str | None = None
-    usage: dict[str, Any] | None = None
+    usage: JsonObject | None = None
     done: bool = False
     error_kind: str | None = None
     error: str | None = None
@@ -102,31 +111,48 @@ class _Stream:
         if obj.get("usage"):
             self.usage = obj["usage"]
 
-    def _delta(self, delta: dict[str, Any]) -> bool:
+    def _delta(self, delta: JsonObject) -> bool:
         """Accumulate one delta; True when it carried a token (text, reasoning or a call)."""
         got = False
         text = delta.get("content")
         if text:
-            self.content.append(text)
+            self.content.append(str(text))
             got = True
         thought = delta.get("reasoning") or delta.get("reasoning_content")
         if thought:
-            self.reasoning.append(thought)
+            self.reasoning.append(str(thought))
             got = True
         calls = delta.get("tool_calls")
         if calls:
+            if not isinstance(calls, list):
+                raise MalformedStream(f"tool_calls is not a list: {str(calls)[:80]!r}")
             for tc in calls:
-                slot = self.calls.setdefault(int(tc.get("index", len(self.calls))), [None, None, []])
-                fn = tc.get("function") or {}
-                slot[0] = slot[0] or tc.get("id")
-                slot[1] = slot[1] or fn.get("name")
-                if fn.get("arguments"):
-                    slot[2].append(fn["arguments"])
+                self._call_delta(tc)
             got = True
         return got
 
+    def _call_delta(self, tc: Json) -> None:
+        if not isinstance(tc, dict):
+            raise MalformedStream(f"a tool call delta is not an object: {str(tc)[:80]!r}")
+        index, fn = tc.get("index"), tc.get("function") or {}
+        if not isinstance(fn, dict):
+            raise MalformedStream(f"a tool call's function is not an object: {str(fn)[:80]!r}")
+        slot = self.calls.setdefault(index if isinstance(index, int) else len(self.calls), _CallParts())
+        slot.id = slot.id or _text(tc.get("id"))
+        slot.name = slot.name or _text(fn.get("name"))
+        if fn.get("arguments"):
+            slot.arguments.append(str(fn["arguments"]))
+
     def tool_calls(self) -> tuple[ToolCall, ...]:
-        return tuple(ToolCall(s[0], s[1], "".join(s[2])) for _, s in sorted(self.calls.items()))
+        return tuple(ToolCall(s.id, s.name, "".join(s.arguments)) for _, s in sorted(self.calls.items()))
+
+
+def _text(value: Json | None) -> str | None:
+    return None if value is None else str(value)
+
+
+def _count(value: Json | None) -> int | None:
+    return value if isinstance(value, int) else None
 
 
 class ChatClient:
@@ -182,7 +208,7 @@ class ChatClient:
                 attempts_invalid_tools=invalid + int(bool(rec.tool_check and not rec.tool_check.valid)),
             )
 
-    def _payload(self, req: ChatRequest) -> dict[str, Any]:
+    def _payload(self, req: ChatRequest) -> JsonObject:
         body = dict(req.body)
         if self.model and "model" not in body:
             body["model"] = self.model
@@ -252,7 +278,8 @@ class ChatClient:
         if kind is None and not st.saw_choices:
             kind, error = "not_openai", "the stream carried no `choices`: not an OpenAI chat completion"
         usage = st.usage or {}
-        details = usage.get("prompt_tokens_details") or {}
+        details = usage.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
         end_s = st.end_s or time.perf_counter()
         calls = st.tool_calls()
         content = "".join(st.content)
@@ -276,9 +303,9 @@ class ChatClient:
             ttft_ms=(st.first_s - st.t0) * 1000 if st.first_s is not None else None,
             latency_ms=(end_s - st.t0) * 1000,
             itl_ms=tuple(g * 1000 for g in st.gaps_s),
-            prompt_tokens=usage.get("prompt_tokens"),
-            output_tokens=usage.get("completion_tokens"),
-            cached_tokens=details.get("cached_tokens"),
+            prompt_tokens=_count(usage.get("prompt_tokens")),
+            output_tokens=_count(usage.get("completion_tokens")),
+            cached_tokens=_count(cached),
             chunks=st.chunks,
             finish_reason=st.finish_reason,
             content=content,

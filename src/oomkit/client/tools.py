@@ -9,6 +9,7 @@ from typing import Any
 
 from oomkit.client.records import ToolCall, ToolCheck
 from oomkit.errors import MissingDependency
+from oomkit.serial import Json, JsonObject
 
 # Text that shows a tool call the server's parser did not turn into `tool_calls`.
 MARKUP_IN_CONTENT = (
@@ -35,27 +36,32 @@ def _cached_validator(schema_json: str, jsonschema: Any) -> Any:
     return cls(schema)
 
 
-def tool_schemas(tools: list[dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
-    """name -> parameters schema, from OpenAI-style tool definitions."""
-    out: dict[str, dict[str, Any]] = {}
-    for tool in tools or []:
-        fn = tool.get("function") or {}
-        if isinstance(fn.get("name"), str):
-            out[fn["name"]] = fn.get("parameters") or {"type": "object"}
+def tool_schemas(tools: Json | None) -> dict[str, JsonObject]:
+    """name -> parameters schema, from a request's OpenAI-style tool definitions."""
+    out: dict[str, JsonObject] = {}
+    for tool in tools if isinstance(tools, list) else []:
+        fn = _object(tool.get("function")) if isinstance(tool, dict) else {}
+        name, params = fn.get("name"), _object(fn.get("parameters"))
+        if isinstance(name, str):
+            out[name] = params or {"type": "object"}
     return out
 
 
-def expects_call(tool_choice: Any) -> str | bool:
+def _object(value: Json | None) -> JsonObject:
+    return value if isinstance(value, dict) else {}
+
+
+def expects_call(tool_choice: Json | None) -> str | bool:
     """True when a call is required, the tool's name when one is named, False otherwise."""
     if isinstance(tool_choice, dict):
-        return str((tool_choice.get("function") or {}).get("name") or True)
+        return str(_object(tool_choice.get("function")).get("name") or True)
     return tool_choice == "required"
 
 
 def check_tool_calls(
     calls: tuple[ToolCall, ...],
-    tools: list[dict[str, Any]] | None,
-    tool_choice: Any,
+    tools: Json | None,
+    tool_choice: Json | None,
     finish_reason: str | None,
     content: str,
 ) -> ToolCheck | None:
@@ -82,7 +88,7 @@ def check_tool_calls(
     return ToolCheck(valid=not problems, problems=tuple(problems))
 
 
-def _check_one(call: ToolCall, schemas: dict[str, dict[str, Any]], expected: str | bool) -> list[str]:
+def _check_one(call: ToolCall, schemas: dict[str, JsonObject], expected: str | bool) -> list[str]:
     if call.name not in schemas:
         return [f"unknown tool {call.name!r}"]
     if isinstance(expected, str) and call.name != expected:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import click
 
 from oomkit.errors import EXIT_FAILED, UsageError
 from oomkit.fsio import dumps
+from oomkit.serial import JsonObject
 
 
 @click.command("env")
@@ -64,5 +64,5 @@ def command(
             ctx.exit(EXIT_FAILED)  # the check ran and did not pass (unknown rows included)
 
 
-def _echo(data: dict[str, Any], as_json: bool, text: Callable[[], str]) -> None:
+def _echo(data: JsonObject, as_json: bool, text: Callable[[], str]) -> None:
     click.echo(dumps(data) if as_json else text(), nl=as_json)

@@ -87,6 +87,13 @@ PLAN_FIELDS = (
 @click.option("--quantization", "-q")
 @click.option("--block-size", type=int)
 @click.option("--enable-prefix-caching/--no-enable-prefix-caching", default=None)
+@click.option(
+    "--prefix-cache-retention-interval",
+    "retention",
+    metavar="N|None",
+    help="Mamba/sliding-window prefix-cache checkpoints every N tokens (None: dense; default: the profile's, "
+    "else vLLM's 0).",
+)
 @click.option("--gpu-memory-gib", type=float, help="Device memory in GiB (unknown GPUs).")
 @click.option("--vllm-version", help="vLLM accounting the plan follows (default: the installed vLLM's).")
 @click.option(
@@ -130,6 +137,7 @@ def command(**o: Any) -> None:  # click passes the options as keywords
     and the knee per concurrency, from vLLM's own scheduler and KV-cache manager (installed vLLM,
     the forecast extra) with the plan's KV pool. Every figure printed is a forecast."""
     from oomkit.forecast import ForecastRequest, forecast, plan_request, render
+    from oomkit.forecast.inputs import parse_retention, retention_of
     from oomkit.forecast.layouts import parse_layouts
 
     if o["gpus"] is not None and o["gpus"] < 1:
@@ -154,6 +162,11 @@ def command(**o: Any) -> None:  # click passes the options as keywords
         max_steps=o["max_steps"],
         time_limit_s=o["time_limit_s"],
         layouts=layouts,
+        prefix_cache_retention_interval=(
+            retention_of(o["profile"])
+            if o["retention"] is None
+            else parse_retention(o["retention"], "--prefix-cache-retention-interval")
+        ),
     )
     result = forecast(req, _backend(o["workers"], o["ray_address"]))
     click.echo(dumps(redact_obj(result.to_dict())) if o["as_json"] else redact(render(result)))

@@ -14,6 +14,7 @@ from oomkit.fsio import dumps
 from oomkit.plan.core import PlanRequest
 from oomkit.plan.run import catalogs, run_plan
 from oomkit.redact import redact, redact_obj
+from oomkit.serial import JsonObject
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|[KMGT])?\s*$", re.I)
 _UNITS = {
@@ -121,12 +122,15 @@ def command(**o: Any) -> None:  # click passes the options as keywords; their ty
     gpu = o["gpu"] or ("logged-gpu" if o["from_log"] else None)
     if gpu is None:
         raise UsageError("--gpu is required", hint="e.g. --gpu H100-80GB (oomkit plan --list)")
-    overrides = {}
+    overrides: JsonObject = {}
     if o["hf_overrides"]:
         try:
-            overrides = json.loads(str(o["hf_overrides"]))
+            loaded = json.loads(str(o["hf_overrides"]))
         except json.JSONDecodeError as err:
             raise UsageError(f"--hf-overrides is not JSON: {err}") from err
+        if not isinstance(loaded, dict):
+            raise UsageError("--hf-overrides must be a JSON object", hint="e.g. '{\"num_key_value_heads\": 8}'")
+        overrides = loaded
     req = PlanRequest(
         model=str(o["model"]),
         gpu=gpu,

@@ -11,9 +11,11 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from typing import cast
 
 from oomkit.client.records import RequestRecord
 from oomkit.compare.clientside import concurrency_for, overrides_for, sessions_for
+from oomkit.compare.document import CellDoc
 from oomkit.compare.spec import Mode
 from oomkit.errors import UsageError
 from oomkit.loadrun.context import LoadContext
@@ -59,8 +61,9 @@ class Cell:
     failure: JsonObject | None = None
     """Set when the server died during the cell: kind, phase, reason, evidence (loadrun.failure)."""
 
-    def to_dict(self) -> JsonObject:
-        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+    def to_dict(self) -> CellDoc:
+        # The fields are CellDoc's keys, in order (tests/test_compare.py holds them equal).
+        return cast(CellDoc, {k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(self).items()})
 
 
 def session_times_ms(records: tuple[RequestRecord, ...]) -> list[float]:

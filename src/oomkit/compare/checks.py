@@ -4,7 +4,7 @@ mamba/linear layers (vLLM refuses to start), and which retention spelling this v
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
 from oomkit.compare.factors import RETENTION, RETENTION_ENV, installed_vllm_dir, retention_forms, retention_note
 from oomkit.compare.spec import Mode, Plan
@@ -40,7 +40,7 @@ def retention_layers(profile: Profile) -> RetentionLayers:
     return {"layers": sum(kinds[k] for k in RETENTION_KINDS), "kinds": kinds, "model": shape.name}
 
 
-def _nonzero(value: Any) -> bool:
+def _nonzero(value: object) -> bool:
     return str(value) not in ("0",)
 
 

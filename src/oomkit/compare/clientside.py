@@ -17,7 +17,7 @@ def cut_history(req: SetRequest, turns: int) -> SetRequest:
     kept = [m for step in (steps[-turns:] if turns else []) for m in step]
     if len(kept) == sum(len(step) for step in steps):
         return req
-    body = {**req.body, "messages": head + kept + tail}
+    body: JsonObject = {**req.body, "messages": [*head, *kept, *tail]}
     sizes = {**req.sizes, "history_turns_kept": min(turns, len(steps))}
     return SetRequest(body_id(body), req.kind, req.session, req.step, body, sizes)
 
@@ -31,18 +31,18 @@ def sessions_for(rs: RequestSet, mode: Mode, sessions: int | None, steps: int | 
     count = sessions or len(base)
     chosen = [base[i % len(base)][: steps or None] for i in range(count)]
     if mode.factor == "history_turns":
-        return [[cut_history(r, int(mode.value)) for r in s] for s in chosen]
+        return [[cut_history(r, mode.whole()) for r in s] for s in chosen]
     if mode.factor == "context_factor":
-        return [[scaled(r, int(mode.value)) for r in s] for s in chosen]
+        return [[scaled(r, mode.whole()) for r in s] for s in chosen]
     return chosen
 
 
 def overrides_for(mode: Mode) -> JsonObject:
     """Body fields the mode sets on every request."""
     if mode.factor == "output_tokens":
-        return {"max_tokens": int(mode.value)}
+        return {"max_tokens": mode.whole()}
     return {}
 
 
 def concurrency_for(mode: Mode, baseline: int) -> int:
-    return int(mode.value) if mode.factor == "concurrency" else baseline
+    return mode.whole() if mode.factor == "concurrency" else baseline

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
+from oomkit.compare.document import CompareDoc, Setting
 from oomkit.compare.verdict import METRICS
 from oomkit.units import NONE, fmt_number, fmt_value
 
@@ -21,18 +22,18 @@ HEAD = {
 }
 
 
-def setting(value: Any) -> str:
+def setting(value: Setting) -> str:
     """A compared setting as written (True, hermes, 2), a float rounded."""
     return fmt_number(value) if isinstance(value, float) else str(value)
 
 
-def _median(values: list[Any], unit: str) -> str:
+def _median(values: Sequence[float | None], unit: str) -> str:
     """The middle value (the upper one of an even count), in the metric's unit."""
     vals = sorted(v for v in values if v is not None)
     return fmt_value(vals[len(vals) // 2], unit) if vals else NONE
 
 
-def render(data: dict[str, Any], run_dir: str) -> str:
+def render(data: CompareDoc, run_dir: str) -> str:
     lines = [
         f"experiment {data['experiment']}: {len(data['cells'])} cells, {data['repeats']} repeat(s), request set "
         f"{data['request_set_id']}, reset between cells: {', '.join(data['reset_methods']) or '-'}, "

@@ -12,22 +12,31 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from oomkit.client.chat import ClientOptions
 from oomkit.compare.cells import Cell, GroupJob, run_group
 from oomkit.compare.checks import check_plan, variant_profile
+from oomkit.compare.document import (
+    CellDoc,
+    CompareDoc,
+    CompareJson,
+    LaunchFailureDoc,
+    ServerDeathDoc,
+    Totals,
+    as_cells,
+    as_record,
+)
 from oomkit.compare.spec import BASELINE, ExperimentSpec, Mode, Plan, load_experiment, plan_experiment
 from oomkit.compare.verdict import compare_modes
 from oomkit.errors import InputError, RunFailed, UsageError
-from oomkit.fsio import write_json_atomic
+from oomkit.fsio import json_list, write_json_atomic
 from oomkit.launch import LaunchFailed, Profile, load_profile
 from oomkit.loadrun.context import LoadContext
 from oomkit.loadrun.folder import FolderSpec, resume_or_create
 from oomkit.loadrun.prepare import request_set_for
 from oomkit.loadrun.target import Target, profile_target, url_target
 from oomkit.rundir import RunDir, redact_obj
-from oomkit.serial import JsonObject
+from oomkit.serial import JsonObject, to_json_object
 from oomkit.units import fmt_count, fmt_ms, fmt_pct
 from oomkit.workload.requestset import RequestSet, read_request_set
 
@@ -59,14 +68,14 @@ class CompareOptions:
 @dataclass(frozen=True)
 class CompareResult:
     run_dir: Path
-    data: dict[str, Any]
+    data: CompareDoc
     """What compare.json holds."""
 
     @property
-    def cells(self) -> list[dict[str, Any]]:
+    def cells(self) -> list[CellDoc]:
         return list(self.data["cells"])
 
-    def to_dict(self) -> JsonObject:
+    def to_dict(self) -> CompareJson:
         return {"run_dir": str(self.run_dir), **self.data}
 
 
@@ -79,7 +88,7 @@ def _folder(spec: ExperimentSpec, plan: Plan, opts: CompareOptions) -> RunDir:
     record: JsonObject = {
         "experiment": spec.model_dump(mode="json"),
         "experiment_file": spec.source,
-        "modes": [m.to_dict() for m in plan.modes],
+        "modes": [to_json_object(m) for m in plan.modes],
         "notes": list(plan.notes),
     }
     reopened: JsonObject = {"state": "running", "reason": None, "error": None, "ended_at": None}
@@ -88,12 +97,13 @@ def _folder(spec: ExperimentSpec, plan: Plan, opts: CompareOptions) -> RunDir:
 
 
 def _same_experiment(run: RunDir, spec: ExperimentSpec) -> None:
-    if run.manifest().get("kind") != "compare":
-        raise InputError(f"{run.path}: not a compare folder (kind {run.manifest().get('kind')!r})")
-    if run.manifest().get("experiment", {}).get("name") != spec.name:
+    record = as_record(run.manifest())
+    if record.get("kind") != "compare":
+        raise InputError(f"{run.path}: not a compare folder (kind {record.get('kind')!r})")
+    name = record.get("experiment", {}).get("name")
+    if name != spec.name:
         raise InputError(
-            f"{run.path} belongs to experiment {run.manifest().get('experiment', {}).get('name')!r}, not {spec.name!r}",
-            hint="resume with the same experiment file",
+            f"{run.path} belongs to experiment {name!r}, not {spec.name!r}", hint="resume with the same experiment file"
         )
 
 
@@ -120,15 +130,16 @@ class _Runner:
 
     def __init__(self, run: RunDir, spec: ExperimentSpec, profile: Profile, repeats: int, opts: CompareOptions):
         self.run, self.spec, self.profile, self.repeats, self.opts = run, spec, profile, repeats, opts
-        manifest = run.manifest()
-        self.done = {(c["mode"], c["repeat"]) for c in run.read_jsonl("cells.jsonl") if not c.get("failure")}
+        record = as_record(run.manifest())
+        cells = as_cells(run.read_jsonl("cells.jsonl"))
+        self.done = {(c["mode"], c["repeat"]) for c in cells if not c.get("failure")}
         self.launches = self.restarts = 0
-        self.before = manifest.get("compare") or {}
-        self.failures = dict(manifest.get("launch_failures") or {})
-        self.deaths = dict(manifest.get("server_deaths") or {})
-        self.servers = dict(manifest.get("server_runs") or {})
+        self.before = record.get("compare") or Totals(server_starts=0, restarts=0)
+        self.failures: dict[str, LaunchFailureDoc] = dict(record.get("launch_failures") or {})
+        self.deaths: dict[str, ServerDeathDoc] = dict(record.get("server_deaths") or {})
+        self.servers: dict[str, str | None] = dict(record.get("server_runs") or {})
 
-    def totals(self) -> dict[str, int]:
+    def totals(self) -> Totals:
         """Server starts and restarts over every attempt at this comparison (resumes included)."""
         return {
             "server_starts": int(self.before.get("server_starts") or 0) + self.launches,
@@ -204,7 +215,7 @@ class _Runner:
                     "run_dir": str(err.result.run_dir),
                     "phase": err.verdict.get("phase"),
                     "summary": err.verdict.get("summary"),
-                    "evidence": err.verdict.get("evidence", [])[:3],
+                    "evidence": json_list(err.verdict.get("evidence"))[:3],
                 }
                 self.run.update(launch_failures=self.failures)
                 _say(self.opts, f"the {name} server did not start: {err.one_line()}")
@@ -237,7 +248,7 @@ def compare(
     """Run every cell not yet recorded, then judge each variant against the baseline."""
     spec = experiment if isinstance(experiment, ExperimentSpec) else load_experiment(experiment)
     profile = load_profile(spec.path(spec.profile))
-    plan = check_plan(plan_experiment(spec, dict(profile.args)), profile)
+    plan = check_plan(plan_experiment(spec, profile.args), profile)
     plan = replace(plan, notes=plan.notes + tuple(notes))
     if opts.url and plan.server_modes():
         names = ", ".join(m.name for m in plan.server_modes())
@@ -275,11 +286,11 @@ def _reason(err: Exception) -> str:
     return "error"
 
 
-def _result(run: RunDir, plan: Plan, runner: _Runner, duration_s: float) -> dict[str, Any]:
+def _result(run: RunDir, plan: Plan, runner: _Runner, duration_s: float) -> CompareDoc:
     repeats, failures, servers = runner.repeats, runner.failures, runner.servers
-    recorded = run.read_jsonl("cells.jsonl")
+    recorded = as_cells(run.read_jsonl("cells.jsonl"))
     cells = [c for c in _latest_cells(recorded) if not c.get("failure")]
-    manifest = run.manifest()
+    record = as_record(run.manifest())
     unjudged = {BASELINE, *failures, *runner.deaths}  # no cells to judge: it did not start, or its server died
     judged = [m.name for m in plan.modes if m.name not in unjudged]
     comparisons = {name: [v.to_dict() for v in compare_modes(cells, BASELINE, name)] for name in judged}
@@ -287,7 +298,7 @@ def _result(run: RunDir, plan: Plan, runner: _Runner, duration_s: float) -> dict
         "schema": SCHEMA,
         "experiment": plan.spec.name,
         "experiment_file": plan.spec.source,
-        "request_set_id": manifest.get("request_set_id"),
+        "request_set_id": record.get("request_set_id"),
         "repeats": repeats,
         "baseline": {
             "profile": plan.spec.path(plan.spec.profile),
@@ -309,9 +320,9 @@ def _result(run: RunDir, plan: Plan, runner: _Runner, duration_s: float) -> dict
     }
 
 
-def _latest_cells(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _latest_cells(cells: list[CellDoc]) -> list[CellDoc]:
     """One cell per (mode, repeat): a resumed run may have recorded a cell twice; keep the last."""
-    by: dict[tuple[str, int], dict[str, Any]] = {}
+    by: dict[tuple[str, int], CellDoc] = {}
     for c in cells:
         by[(c["mode"], c["repeat"])] = c
     return sorted(by.values(), key=lambda c: (c["repeat"], c["started_unix_s"]))

@@ -4,15 +4,17 @@ that each change exactly one factor. A variant that changes two factors is refus
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import Literal, TypeGuard, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from oomkit.compare.document import ModeDoc, Setting
 from oomkit.compare.factors import BY_NAME, CLIENT, RETENTION, RETENTION_ENV, canonical
 from oomkit.errors import InputError
-from oomkit.serial import JsonObject
+from oomkit.serial import Json
 from oomkit.yamlio import load_yaml
 
 RESETS = ("auto", "endpoint", "salt", "none")
@@ -23,7 +25,8 @@ class VariantSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(min_length=1, max_length=60, pattern=r"^[A-Za-z0-9._-]+$")
-    set: dict[str, Any] = Field(description="the one factor this variant changes, and its value")
+    # As the file writes it: resolve_variant checks the factor and the type of its value.
+    set: dict[str, object] = Field(description="the one factor this variant changes, and its value")
     note: str | None = None
 
 
@@ -73,13 +76,20 @@ class Mode:
 
     name: str
     factor: str | None = None
-    value: Any = None
+    value: Setting = None
     side: str | None = None
     """client or server; None for the baseline."""
-    baseline_value: Any = None
+    baseline_value: Json = None
+    """The profile's own value of the factor (None: not set there)."""
     notes: tuple[str, ...] = ()
 
-    def to_dict(self) -> JsonObject:
+    def whole(self) -> int:
+        """The value of a whole-number factor (history_turns, context_factor, output_tokens, concurrency)."""
+        if self.value is None:
+            raise TypeError(f"mode {self.name!r} sets no value")
+        return int(self.value)
+
+    def to_dict(self) -> ModeDoc:
         return {
             "name": self.name,
             "factor": self.factor,
@@ -103,7 +113,7 @@ class Plan:
         return tuple(m for m in self.modes if m.side != "server")
 
 
-def _value_ok(factor: str, value: Any) -> bool:
+def _value_ok(value: object, factor: str) -> TypeGuard[Setting]:
     kind = BY_NAME[factor].kind
     if factor == RETENTION:
         return (isinstance(value, int) and not isinstance(value, bool) and value >= 0) or value in ("None", None)
@@ -114,7 +124,7 @@ def _value_ok(factor: str, value: Any) -> bool:
     return isinstance(value, kind)
 
 
-def resolve_variant(v: VariantSpec, baseline: dict[str, Any], origin: str) -> Mode:
+def resolve_variant(v: VariantSpec, baseline: Mapping[str, Json], origin: str) -> Mode:
     """The variant's one factor, checked: known, one only, a valid value, not the baseline's."""
     names = {canonical(k): k for k in v.set}
     if len(v.set) != 1 or len(names) != 1:
@@ -132,41 +142,40 @@ def resolve_variant(v: VariantSpec, baseline: dict[str, Any], origin: str) -> Mo
     value = v.set[written]
     if factor == RETENTION and isinstance(value, str) and value.isdigit():
         value = int(value)
-    if not _value_ok(factor, value):
+    if not _value_ok(value, factor):
         raise InputError(
             f"{origin}: variant {v.name!r}: {factor} = {value!r} is not a valid value", hint=BY_NAME[factor].meaning
         )
-    if factor == RETENTION and value is None:
-        value = "None"
-    if _same(baseline.get(factor), value):
+    setting: Setting = "None" if factor == RETENTION and value is None else value
+    if _same(baseline.get(factor), setting):
         raise InputError(
-            f"{origin}: variant {v.name!r} sets {factor} to {value!r}, the baseline's own value: it changes nothing",
+            f"{origin}: variant {v.name!r} sets {factor} to {setting!r}, the baseline's own value: it changes nothing",
             hint="give another value, or remove the variant",
         )
     notes = (f"written as {written}: {RETENTION_ENV} is recognised as {RETENTION}",) if written == RETENTION_ENV else ()
     return Mode(
-        v.name, factor, value, BY_NAME[factor].side, baseline.get(factor), notes + ((v.note,) if v.note else ())
+        v.name, factor, setting, BY_NAME[factor].side, baseline.get(factor), notes + ((v.note,) if v.note else ())
     )
 
 
-def _same(a: Any, b: Any) -> bool:
+def _same(a: Json, b: Setting) -> bool:
     return a is not None and str(a) == str(b)
 
 
-def baseline_values(spec: ExperimentSpec, profile_args: dict[str, Any]) -> dict[str, Any]:
+def baseline_values(spec: ExperimentSpec, profile_args: Mapping[str, Json]) -> dict[str, Json]:
     base = {k: profile_args.get(k) for k, f in BY_NAME.items() if f.side != CLIENT}
     base.update(concurrency=spec.concurrency, history_turns=None, context_factor=1, output_tokens=None)
     return base
 
 
-def plan_experiment(spec: ExperimentSpec, profile_args: dict[str, Any]) -> Plan:
+def plan_experiment(spec: ExperimentSpec, profile_args: Mapping[str, Json]) -> Plan:
     origin = spec.source or spec.name
     base = baseline_values(spec, profile_args)
     modes = [Mode(BASELINE)] + [resolve_variant(v, base, origin) for v in spec.variants]
     return Plan(spec, tuple(modes))
 
 
-def parse_experiment(data: Any, source: str = "<experiment>") -> ExperimentSpec:
+def parse_experiment(data: object, source: str = "<experiment>") -> ExperimentSpec:
     if not isinstance(data, dict):
         raise InputError(
             f"{source}: an experiment is a YAML mapping with name, profile, concurrency, variants",

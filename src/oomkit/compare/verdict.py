@@ -5,20 +5,20 @@ effect; otherwise it is inconclusive (or the same, when every repeat gave the sa
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass
-from typing import Any, Final, Literal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
 
-from oomkit.serial import JsonObject
+from oomkit.compare.document import CellDoc, Judgement, MetricKey, MetricVerdictDoc
 
 Better = Literal["lower", "higher"]
 LOWER: Final = "lower"
 HIGHER: Final = "higher"
-Judgement = Literal["better", "worse", "same", "inconclusive", "unmeasured"]
 
 
 @dataclass(frozen=True)
 class Metric:
-    key: str
+    key: MetricKey
     better: Better
     """lower or higher is better."""
     unit: str
@@ -63,14 +63,20 @@ class MetricVerdict:
     delta_pct: float | None
     reason: str
 
-    def to_dict(self) -> JsonObject:
-        d = asdict(self)
-        d["baseline"], d["variant"] = list(self.baseline), list(self.variant)
-        return d
+    def to_dict(self) -> MetricVerdictDoc:
+        return {
+            "metric": self.metric,
+            "verdict": self.verdict,
+            "baseline": list(self.baseline),
+            "variant": list(self.variant),
+            "delta": self.delta,
+            "delta_pct": self.delta_pct,
+            "reason": self.reason,
+        }
 
 
-def _values(cells: list[dict[str, Any]], key: str) -> tuple[float, ...]:
-    return tuple(float(c[key]) for c in cells if c.get(key) is not None)
+def _values(cells: Sequence[CellDoc], key: MetricKey) -> tuple[float, ...]:
+    return tuple(float(v) for c in cells if (v := c.get(key)) is not None)
 
 
 def judge(metric: Metric, base: tuple[float, ...], var: tuple[float, ...]) -> MetricVerdict:
@@ -128,7 +134,7 @@ def _range(values: tuple[float, ...]) -> str:
     return f"{lo:.4g}" if lo == hi else f"{lo:.4g}..{hi:.4g}"
 
 
-def compare_modes(cells: list[dict[str, Any]], baseline: str, variant: str) -> list[MetricVerdict]:
+def compare_modes(cells: Sequence[CellDoc], baseline: str, variant: str) -> list[MetricVerdict]:
     """Every metric of one variant against the baseline, from the cells of both."""
     base = [c for c in cells if c["mode"] == baseline]
     var = [c for c in cells if c["mode"] == variant]

@@ -5,8 +5,9 @@ table (`oomkit.decide.rules.RULES`); the checklist and the team criteria are eva
 from oomkit.decide.checklist import Item
 from oomkit.decide.decide import DecideOptions, Decision, decide
 from oomkit.decide.evidence import RunEvidence, load_all, read_evidence
+from oomkit.decide.model import VERDICTS
 from oomkit.decide.requirements import Requirements, load_requirements, parse_requirements
-from oomkit.decide.rules import RULES, VERDICTS, Rule
+from oomkit.decide.rules import RULES, Rule
 from oomkit.decide.teams import TEAMS, Team
 
 __all__ = [

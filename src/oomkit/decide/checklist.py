@@ -5,15 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, Literal
 
+from oomkit.decide.documents import whole
 from oomkit.decide.facts import DecisionFacts, Facts
+from oomkit.decide.model import DONE, FAILED, MISSING, ItemDoc, Status
 from oomkit.units import fmt_ms, fmt_s
-
-Status = Literal["done", "missing", "failed"]
-DONE: Final = "done"
-MISSING: Final = "missing"
-FAILED: Final = "failed"
 
 
 @dataclass(frozen=True)
@@ -24,7 +20,7 @@ class Item:
     detail: str
     evidence: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ItemDoc:
         return {
             "key": self.key,
             "title": self.title,
@@ -100,15 +96,15 @@ def _short_request(f: Facts) -> Item:
             f"{why}; TTFT p50 {fmt_ms(step.get('ttft_ms_p50'))}",
             (run.file("ladder.json"),),
         )
-    checks = [r for r in f.launches if r.manifest.get("check_request")]
+    checks = [(r, c) for r in f.launches if (c := r.manifest.get("check_request"))]
     if checks:
-        c = checks[0].manifest["check_request"]
+        run, c = checks[0]
         return Item(
             "short_request",
             "short request answers",
             DONE if c.get("ok") else FAILED,
             f"launch --check: {c.get('latency_ms')} ms, status {c.get('status')}",
-            (checks[0].file("manifest.json"),),
+            (run.file("manifest.json"),),
         )
     return Item("short_request", "short request answers", MISSING, "no short request sent (run oomkit ladder)")
 
@@ -160,7 +156,7 @@ def _cuda(f: Facts) -> Item:
 
 def _same_set(f: Facts) -> Item:
     sent = [r for r in f.runs if r.request_set_id]
-    cells = sum(len((r.compare or {}).get("cells", [])) for r in f.runs)
+    cells = sum(len(r.compare.get("cells", [])) for r in f.runs if r.compare)
     if f.request_set_id and (len(sent) > 1 or cells > 1):
         return Item(
             "same_request_set",
@@ -219,20 +215,20 @@ def _network(f: Facts) -> Item:
     if f.recipe_check:
         rows = [
             r
-            for r in f.recipe_check.get("rows", [])
-            if any(w in r["requirement"].lower() for w in ("interconnect", "all-to-all", "nvlink", "rdma"))
+            for r in f.recipe_check.rows
+            if any(w in r.requirement.lower() for w in ("interconnect", "all-to-all", "nvlink", "rdma"))
         ]
-        bad = [r for r in rows if r["status"] != "pass"]
+        bad = [r for r in rows if r.status != "pass"]
         if rows:
             return Item(
-                "network", title, FAILED if bad else DONE, "; ".join(f"{r['requirement']}: {r['status']}" for r in rows)
+                "network", title, FAILED if bad else DONE, "; ".join(f"{r.requirement}: {r.status}" for r in rows)
             )
     args = f.profile_args()
     if (
-        int(args.get("pipeline_parallel_size") or 1) == 1
+        whole(args.get("pipeline_parallel_size"), 1) == 1
         and not args.get("enable_expert_parallel")
-        and int(args.get("data_parallel_size") or 1) == 1
-        and int(args.get("tensor_parallel_size") or 1) == 1
+        and whole(args.get("data_parallel_size"), 1) == 1
+        and whole(args.get("tensor_parallel_size"), 1) == 1
     ):
         return Item("network", title, DONE, "not applicable: one device, no expert parallelism, no all-to-all")
     return Item(

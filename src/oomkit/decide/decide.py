@@ -5,21 +5,26 @@ with decision.json and retest.md, the procedure to measure again after a vLLM up
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from oomkit import __version__
 from oomkit.decide.checklist import Item, checklist, retest_item
 from oomkit.decide.evidence import RunEvidence, load_all, written_by_oomkit
-from oomkit.decide.facts import DecisionFacts, Facts
+from oomkit.decide.facts import Capacity, DecisionFacts, Facts
+from oomkit.decide.model import DecisionDoc, EvidenceDoc, InputDoc, Numbers, RuleDoc, TeamDoc, Verdict
 from oomkit.decide.requirements import Requirements, load_requirements
-from oomkit.decide.rules import Ctx, Fired, Verdict, apply
+from oomkit.decide.rules import Ctx, Fired, apply
 from oomkit.decide.sizing import ForecastSizing, forecast_sizing
 from oomkit.decide.teams import TEAMS, criteria
 from oomkit.errors import UsageError
 from oomkit.fsio import is_file, write_json_atomic, write_text_atomic
 from oomkit.rundir import RunDir, redact_obj
+from oomkit.serial import JsonObject
+
+if TYPE_CHECKING:
+    from oomkit.env.check import CheckReport
 
 SCHEMA = "oomkit.decision/1"
 
@@ -36,25 +41,28 @@ class DecideOptions:
     """Size an expansion by forecast (vLLM's scheduler, oomkit.forecast) instead of ceil(target/capacity)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Decision:
     verdict: Verdict
-    rule: dict[str, str]
+    rule: RuleDoc
     summary: str
-    numbers: dict[str, Any]
-    evidence: tuple[dict[str, Any], ...]
+    numbers: Numbers
+    evidence: tuple[EvidenceDoc, ...]
     recommendations: tuple[str, ...]
-    team: dict[str, str]
+    team: TeamDoc
     criteria: tuple[Item, ...]
     checklist: tuple[Item, ...]
-    inputs: tuple[dict[str, Any], ...]
+    inputs: tuple[InputDoc, ...]
     request_set_id: str | None
-    requirements: dict[str, Any]
+    requirements: JsonObject
     untested: tuple[str, ...]
     run_dir: Path | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    capacity: Capacity
+    """The measured levels the verdict weighed (`Facts.capacity`)."""
+    recipe_check: CheckReport | None = None
+    forecast_sizing: ForecastSizing
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> DecisionDoc:
         return {
             "schema": SCHEMA,
             "oomkit_version": __version__,
@@ -73,11 +81,13 @@ class Decision:
             "requirements": self.requirements,
             "untested": list(self.untested),
             "run_dir": str(self.run_dir) if self.run_dir else None,
-            **self.extra,
+            "capacity": self.capacity.to_dict(),
+            "recipe_check": self.recipe_check.to_dict() if self.recipe_check else None,
+            "forecast_sizing": self.forecast_sizing.to_dict(),
         }
 
 
-def _recipe_check(facts: Facts, recipe: str | None) -> dict[str, Any] | None:
+def _recipe_check(facts: Facts, recipe: str | None) -> CheckReport | None:
     if not recipe:
         return None
     from oomkit.env import check_recipe
@@ -86,11 +96,12 @@ def _recipe_check(facts: Facts, recipe: str | None) -> dict[str, Any] | None:
     snap = facts.env_snapshot()
     if snap is None:
         raise UsageError("--recipe needs an environment snapshot in one of the runs (a launch records one)")
-    return check_recipe(recipe, EnvSnapshot.from_dict(snap)).to_dict()
+    return check_recipe(recipe, EnvSnapshot.from_dict(snap))
 
 
 def untested(facts: DecisionFacts) -> list[str]:
-    out = list((facts.poc() or {}).get("untested", []))
+    poc = facts.poc()
+    out = list(poc.get("untested", [])) if poc else []
     for _, comp in facts.with_compare:
         out += [n for n in comp.get("notes", []) if "skipped" in n]
         out += [
@@ -167,25 +178,23 @@ def decide(refs: list[str], requirements: Requirements | str, opts: DecideOption
             write_text_atomic(retest_path, text)
         items = checklist(facts) + [retest_item(str(retest_path) if retest_path else None, ok and run is not None, why)]
         decision = Decision(
-            fired.verdict,
-            {"id": rule.id, "text": rule.text, "source": rule.source},
-            fired.summary,
-            fired.numbers,
-            fired.evidence,
-            fired.recommendations + tuple(r for r in (sizing.recommendation(),) if r),
-            {"name": team.name, "asks": team.asks, "source": team.source},
-            tuple(crit),
-            tuple(items),
-            tuple(r.to_dict() for r in _inputs(runs)),
-            set_id,
-            req.to_dict(),
-            tuple(untested(facts)),
-            run.path if run else None,
-            {
-                "capacity": facts.capacity().to_dict(),
-                "recipe_check": facts.recipe_check,
-                "forecast_sizing": sizing.to_dict(),
-            },
+            verdict=fired.verdict,
+            rule={"id": rule.id, "text": rule.text, "source": rule.source},
+            summary=fired.summary,
+            numbers=fired.numbers,
+            evidence=fired.evidence,
+            recommendations=fired.recommendations + tuple(r for r in (sizing.recommendation(),) if r),
+            team={"name": team.name, "asks": team.asks, "source": team.source},
+            criteria=tuple(crit),
+            checklist=tuple(items),
+            inputs=tuple(r.to_dict() for r in _inputs(runs)),
+            request_set_id=set_id,
+            requirements=req.to_dict(),
+            untested=tuple(untested(facts)),
+            run_dir=run.path if run else None,
+            capacity=facts.capacity(),
+            recipe_check=facts.recipe_check,
+            forecast_sizing=sizing,
         )
         if run:
             write_json_atomic(

@@ -9,12 +9,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from oomkit.compare.document import CompareDoc, as_compare
+from oomkit.decide.documents import BenchDoc, LadderDoc, Manifest, as_bench, as_ladder, as_manifest
+from oomkit.decide.model import InputDoc
 from oomkit.errors import WRONG_SHAPE, InputError
 from oomkit.fsio import JSON_ERRORS, is_dir
 from oomkit.imports import ImportedRun, read_import
 from oomkit.rundir import MANIFEST, SCHEMA
+from oomkit.serial import JsonObject
 
 COMPARE_SCHEMA = "oomkit.compare/1"
 # What this oomkit reads from each kind of file; a folder without them was written by another version.
@@ -46,10 +49,10 @@ class RunEvidence:
     path: str
     kind: str
     """launch, ladder, bench, compare (oomkit folders) or import."""
-    manifest: dict[str, Any] = field(default_factory=dict)
-    ladder: dict[str, Any] | None = None
-    bench: dict[str, Any] | None = None
-    compare: dict[str, Any] | None = None
+    manifest: Manifest = field(default_factory=Manifest)
+    ladder: LadderDoc | None = None
+    bench: BenchDoc | None = None
+    compare: CompareDoc | None = None
     imported: ImportedRun | None = None
     servers: tuple[RunEvidence, ...] = ()
     """The launch folders a compare folder's servers ran in."""
@@ -58,7 +61,7 @@ class RunEvidence:
     def request_set_id(self) -> str | None:
         for source in (self.compare, self.ladder, self.bench):
             if source and source.get("request_set_id"):
-                return str(source["request_set_id"])
+                return str(source.get("request_set_id"))
         return self.imported.request_set_id if self.imported else None
 
     @property
@@ -68,7 +71,7 @@ class RunEvidence:
     def file(self, name: str) -> str:
         return str(Path(self.path) / name)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> InputDoc:
         return {
             "path": self.path,
             "kind": self.kind,
@@ -79,7 +82,7 @@ class RunEvidence:
         }
 
 
-def _json(path: Path) -> dict[str, Any]:
+def _json(path: Path) -> JsonObject:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, *JSON_ERRORS) as err:  # UnicodeDecodeError is a ValueError
@@ -89,7 +92,7 @@ def _json(path: Path) -> dict[str, Any]:
     return data
 
 
-def _need(data: dict[str, Any], what: str, where: Path, version: Any) -> None:
+def _need(data: JsonObject, what: str, where: Path, version: object) -> None:
     missing = [k for k in REQUIRED[what] if k not in data]
     if missing:
         raise InputError(
@@ -99,47 +102,59 @@ def _need(data: dict[str, Any], what: str, where: Path, version: Any) -> None:
 
 
 def read_folder(path: Path) -> RunEvidence:
-    manifest = _json(path / MANIFEST)
-    version = manifest.get("oomkit_version")
-    if manifest.get("schema") != SCHEMA:
+    """A run folder's files, checked for the keys every reader needs (REQUIRED), typed by them."""
+    raw = _json(path / MANIFEST)
+    version = raw.get("oomkit_version")
+    if raw.get("schema") != SCHEMA:
         raise InputError(
-            f"{path}: run folder schema {manifest.get('schema')!r} (oomkit {version or '?'}); this "
-            f"oomkit reads {SCHEMA}",
+            f"{path}: run folder schema {raw.get('schema')!r} (oomkit {version or '?'}); this oomkit reads {SCHEMA}",
             hint="rerun it with this oomkit",
         )
-    _need(manifest, "manifest", path / MANIFEST, version)
+    _need(raw, "manifest", path / MANIFEST, version)
+    manifest = as_manifest(raw)
     if manifest["state"] == "running":
         raise InputError(f"{path}: still running (state running)", hint="wait until it ends, or stop it")
     if manifest["kind"] == "launch":
-        _need(manifest, "launch", path / MANIFEST, version)
-    found: dict[str, dict[str, Any] | None] = {}
-    for name in ("ladder.json", "bench.json", "compare.json"):
-        file = path / name
-        data = _json(file) if file.is_file() else None
-        if data is not None:
-            _need(data, name, file, version)
-        found[name] = data
-    comp = found["compare.json"]
-    if comp is not None and comp["schema"] != COMPARE_SCHEMA:
-        raise InputError(f"{path}/compare.json: schema {comp['schema']!r}; this oomkit reads {COMPARE_SCHEMA}")
+        _need(raw, "launch", path / MANIFEST, version)
+    ladder, bench = _file(path, "ladder.json", version), _file(path, "bench.json", version)
+    comp = _compare(path, version)
     if manifest["kind"] == "compare" and comp is None:
         raise InputError(
             f"{path}: a compare folder without compare.json (the experiment did not finish)",
             hint=f"resume it: oomkit compare EXPERIMENT --resume {path}",
         )
-    servers = tuple(
-        read_folder(Path(p)) for p in sorted(set((comp or {}).get("server_runs", {}).values())) if p and is_dir(p)
+    server_runs = comp.get("server_runs", {}) if comp else {}
+    servers = tuple(read_folder(Path(p)) for p in sorted({p for p in server_runs.values() if p}) if is_dir(p))
+    kind = "compare" if comp else "ladder" if ladder else "bench" if bench else manifest["kind"]
+    return RunEvidence(
+        str(path),
+        kind,
+        manifest,
+        as_ladder(ladder) if ladder is not None else None,
+        as_bench(bench) if bench is not None else None,
+        comp,
+        None,
+        servers,
     )
-    kind = (
-        "compare"
-        if comp
-        else "ladder"
-        if found["ladder.json"]
-        else "bench"
-        if found["bench.json"]
-        else manifest["kind"]
-    )
-    return RunEvidence(str(path), kind, manifest, found["ladder.json"], found["bench.json"], comp, None, servers)
+
+
+def _file(path: Path, name: str, version: object) -> JsonObject | None:
+    """One of the folder's result files, with the keys this oomkit reads; None when it has none."""
+    file = path / name
+    if not file.is_file():
+        return None
+    data = _json(file)
+    _need(data, name, file, version)
+    return data
+
+
+def _compare(path: Path, version: object) -> CompareDoc | None:
+    data = _file(path, "compare.json", version)
+    if data is None:
+        return None
+    if data["schema"] != COMPARE_SCHEMA:
+        raise InputError(f"{path}/compare.json: schema {data['schema']!r}; this oomkit reads {COMPARE_SCHEMA}")
+    return as_compare(data)
 
 
 def read_evidence(ref: str, runs_dir: str = "runs") -> RunEvidence:

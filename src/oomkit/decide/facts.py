@@ -3,12 +3,22 @@ launches and their verdicts, the ladder, the comparisons, and the measured concu
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Literal
 
+from oomkit.compare.document import CellDoc, CompareDoc, MetricKey, ModeDoc
+from oomkit.decide.documents import EnvSnapshotDoc, LadderDoc, LaunchVerdict, StepDoc, number
 from oomkit.decide.evidence import RunEvidence
+from oomkit.decide.model import CapacityDoc, PointDoc
 from oomkit.decide.requirements import Requirements
+from oomkit.fsio import json_object, json_objects
 from oomkit.imports import ImportedRun
+from oomkit.ladder.poc import Poc
+from oomkit.serial import JsonObject, to_json_object
+
+if TYPE_CHECKING:
+    from oomkit.env.check import CheckReport
 
 LOAD_PHASES = ("weight_loading", "memory_profiling")
 ENV_PHASES = ("environment", "network_communication")
@@ -25,14 +35,14 @@ class Measured:
     latency_ms_p95: float | None
 
     @classmethod
-    def of(cls, concurrency: float, figures: dict[str, Any]) -> Measured:
+    def of(cls, concurrency: float, figures: Mapping[str, object]) -> Measured:
         """From a ladder rung's detail or a compare cell (the same keys)."""
         return cls(
             concurrency,
-            figures.get("errors") or 0,
-            figures.get("preemptions"),
-            figures.get("ttft_ms_p95"),
-            figures.get("latency_ms_p95"),
+            number(figures.get("errors")) or 0,
+            number(figures.get("preemptions")),
+            number(figures.get("ttft_ms_p95")),
+            number(figures.get("latency_ms_p95")),
         )
 
 
@@ -44,9 +54,10 @@ class Point:
     ok: bool
     why: str
     source: str
-    figures: dict[str, Any] = field(default_factory=dict)
+    figures: JsonObject = field(default_factory=dict)
+    """What the level measured, as its source recorded it (a ladder rung, a cell, an import)."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> PointDoc:
         return {
             "concurrency": self.concurrency,
             "ok": self.ok,
@@ -64,7 +75,7 @@ class Capacity:
     max_tested: float | None
     points: tuple[Point, ...]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> CapacityDoc:
         return {
             "last_good": self.last_good,
             "first_bad": self.first_bad,
@@ -79,7 +90,7 @@ class Facts:
         runs: list[RunEvidence],
         req: Requirements | None,
         request_set_id: str | None,
-        recipe_check: dict[str, Any] | None = None,
+        recipe_check: CheckReport | None = None,
     ):
         self.runs, self.req, self.request_set_id, self.recipe_check = runs, req, request_set_id, recipe_check
         self.launches = [r for r in self._all() if r.launched]
@@ -101,57 +112,60 @@ class Facts:
         return list(seen.values())
 
     # -- launches ----------------------------------------------------------------------------
-    def verdicts(self) -> list[tuple[RunEvidence, dict[str, Any]]]:
+    def verdicts(self) -> list[tuple[RunEvidence, LaunchVerdict]]:
         return [(r, r.manifest.get("verdict") or {}) for r in self.launches]
 
-    def failed_launches(self, phases: tuple[str, ...]) -> list[tuple[RunEvidence, dict[str, Any]]]:
+    def failed_launches(self, phases: tuple[str, ...]) -> list[tuple[RunEvidence, LaunchVerdict]]:
         return [(r, v) for r, v in self.verdicts() if v.get("phase") in phases and not r.manifest.get("ready")]
 
     def ready_launches(self) -> list[RunEvidence]:
         return [r for r in self.launches if r.manifest.get("ready")]
 
-    def env_snapshot(self) -> dict[str, Any] | None:
+    def env_snapshot(self) -> EnvSnapshotDoc | None:
         for r in self.launches:
             snap = r.manifest.get("env_snapshot")
             if isinstance(snap, dict) and "error" not in snap:
                 return snap
         return None
 
-    def figures(self) -> dict[str, Any]:
+    def figures(self) -> JsonObject:
         for r in self.launches:
             if r.manifest.get("figures"):
                 return dict(r.manifest["figures"])
         return {}
 
-    def profile_args(self) -> dict[str, Any]:
+    def profile_args(self) -> JsonObject:
         for r in self.launches:
             if (r.manifest.get("profile") or {}).get("args") is not None:
                 return dict(r.manifest["profile"]["args"])
         return {}
 
     # -- ladder ------------------------------------------------------------------------------
-    def ladder(self) -> tuple[RunEvidence, dict[str, Any]] | tuple[None, None]:
+    def ladder(self) -> tuple[RunEvidence, LadderDoc] | tuple[None, None]:
         return self.with_ladder[0] if self.with_ladder else (None, None)
 
-    def step(self, name: str) -> dict[str, Any] | None:
+    def step(self, name: str) -> StepDoc | None:
         _, lad = self.ladder()
         return next((s for s in (lad or {}).get("steps", []) if s["name"] == name), None)
 
-    def poc(self) -> dict[str, Any] | None:
+    def poc(self) -> Poc | None:
         _, lad = self.ladder()
         return (lad or {}).get("poc")
 
     # -- compare -----------------------------------------------------------------------------
-    def compare(self) -> tuple[RunEvidence, dict[str, Any]] | tuple[None, None]:
+    def compare(self) -> tuple[RunEvidence, CompareDoc] | tuple[None, None]:
         return self.with_compare[0] if self.with_compare else (None, None)
 
-    def mode_cells(self, mode: str) -> list[dict[str, Any]]:
+    def mode_cells(self, mode: str) -> list[CellDoc]:
         _, comp = self.compare()
-        return [c for c in (comp or {}).get("cells", []) if c["mode"] == mode]
+        return [c for c in (comp.get("cells", []) if comp else []) if c["mode"] == mode]
 
-    def mode(self, name: str) -> dict[str, Any] | None:
+    def modes(self) -> list[ModeDoc]:
         _, comp = self.compare()
-        return next((m for m in (comp or {}).get("modes", []) if m["name"] == name), None)
+        return comp.get("modes", []) if comp else []
+
+    def mode(self, name: str) -> ModeDoc | None:
+        return next((m for m in self.modes() if m["name"] == name), None)
 
     # -- capacity ----------------------------------------------------------------------------
     def slo_breach(self, ttft_p95: float | None, latency_p95: float | None) -> str | None:
@@ -164,7 +178,7 @@ class Facts:
             return f"e2e p95 {latency_p95:.0f} ms > SLO {slo.e2e_p95_ms:g} ms"
         return None
 
-    def _judge(self, m: Measured, source: str, figures: dict[str, Any]) -> Point:
+    def _judge(self, m: Measured, source: str, figures: JsonObject) -> Point:
         c = m.concurrency
         if m.errors:
             return Point(c, False, f"{m.errors:g} errors", source, figures)
@@ -184,10 +198,10 @@ class Facts:
         for s in lad.get("steps", []):
             if s["name"] != "concurrency":
                 continue
-            for rung in s["detail"].get("rungs", []):
-                d = rung["detail"]
+            for rung in json_objects(s["detail"].get("rungs")):
+                d = json_object(rung["detail"])
                 source = f"{run.file('ladder.json')}: concurrency rung c={rung['concurrency']}"
-                out.append(self._judge(Measured.of(rung["concurrency"], d), source, d))
+                out.append(self._judge(Measured.of(_concurrency(rung), d), source, d))
         return out
 
     def _compare_points(self) -> list[Point]:
@@ -195,7 +209,7 @@ class Facts:
         if crun is None or comp is None:
             return []
         # The baseline server's cells that differ only in concurrency measure capacity.
-        modes = [m["name"] for m in comp.get("modes", []) if m.get("factor") in (None, "concurrency")]
+        modes = [m["name"] for m in self.modes() if m.get("factor") in (None, "concurrency")]
         return [
             self._judge(
                 Measured.of(cell["concurrency"], cell),
@@ -213,7 +227,7 @@ class Facts:
                     p.concurrency, p.errors, None, p.ttft_ms_p95 or p.ttft_ms_p99, p.latency_ms_p95 or p.latency_ms_p99
                 ),
                 f"{r.path}: {p.label}",
-                p.to_dict(),
+                to_json_object(p),
             )
             for r, imported in self.with_import
             for p in imported.points
@@ -241,23 +255,35 @@ class DecisionFacts(Facts):
         runs: list[RunEvidence],
         req: Requirements,
         request_set_id: str | None,
-        recipe_check: dict[str, Any] | None = None,
+        recipe_check: CheckReport | None = None,
     ):
         super().__init__(runs, req, request_set_id, recipe_check)
 
 
-def _cell_figures(cell: dict[str, Any]) -> dict[str, Any]:
-    keys = (
-        "concurrency",
-        "requests",
-        "errors",
-        "preemptions",
-        "ttft_ms_p95",
-        "latency_ms_p95",
-        "session_ms_p95",
-        "peak_memory_bytes",
-        "max_kv_usage",
-        "prefix_cache_hit_rate",
-        "agent_success_share",
-    )
-    return {k: cell.get(k) for k in keys}
+CellFigure = Literal["concurrency", "requests", MetricKey]
+CELL_FIGURES: tuple[CellFigure, ...] = (
+    "concurrency",
+    "requests",
+    "errors",
+    "preemptions",
+    "ttft_ms_p95",
+    "latency_ms_p95",
+    "session_ms_p95",
+    "peak_memory_bytes",
+    "max_kv_usage",
+    "prefix_cache_hit_rate",
+    "agent_success_share",
+)
+"""A cell's figures a capacity point keeps."""
+
+
+def _cell_figures(cell: CellDoc) -> JsonObject:
+    return {key: cell.get(key) for key in CELL_FIGURES}
+
+
+def _concurrency(rung: JsonObject) -> float:
+    """A ladder rung's concurrency: the level it loaded, so never missing."""
+    c = number(rung["concurrency"])
+    if c is None:
+        raise TypeError("a concurrency rung without its concurrency")
+    return c

@@ -4,10 +4,11 @@ labels, units and evidence lines defined here are the report's too (oomkit.repor
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from oomkit.decide.model import DecisionDoc, EvidenceDoc
 from oomkit.units import fmt_figure, fmt_value
 
 MARK = {"done": "[x]", "missing": "[ ]", "failed": "[!]"}
@@ -52,7 +53,7 @@ def label(key: str) -> str:
     return LABELS[key][0] if key in LABELS else _UNIT_SUFFIX.sub("", key).replace("_", " ")
 
 
-def describe(value: Any, key: str = "") -> str:
+def describe(value: object, key: str = "") -> str:
     """A value in words: a number in its unit, a list joined, a mapping as `name value` pairs."""
     if isinstance(value, dict):
         return "; ".join(f"{label(k)} {describe(v, str(k))}" for k, v in value.items() if v not in (None, "", [], {}))
@@ -62,12 +63,12 @@ def describe(value: Any, key: str = "") -> str:
     return fmt_value(value, unit) if unit else fmt_figure(key, value)
 
 
-def number_rows(numbers: dict[str, Any]) -> list[tuple[str, str]]:
+def number_rows(numbers: Mapping[str, object]) -> list[tuple[str, str]]:
     """A decision's numbers as (label, value with its unit), in the rule's order."""
     return [(label(k), describe(v, k)) for k, v in numbers.items()]
 
 
-def evidence_line(e: dict[str, Any]) -> EvidenceLine:
+def evidence_line(e: EvidenceDoc) -> EvidenceLine:
     """Where a piece of evidence is and what it says: the quoted line of a file when it has one."""
     if isinstance(e.get("criterion"), dict):
         c = e["criterion"]
@@ -91,14 +92,14 @@ def evidence_line(e: dict[str, Any]) -> EvidenceLine:
     return EvidenceLine("", describe({k: v for k, v in e.items() if k != "run"}), False)
 
 
-def _path(e: dict[str, Any], file: str | None = None) -> str:
+def _path(e: EvidenceDoc, file: str | None = None) -> str:
     """The evidence's file, under its run folder when the file is named relative to it."""
     name = str(file or e["file"])
     run = e.get("run")
     return str(Path(run) / name) if run and not Path(name).is_absolute() else name
 
 
-def render(d: dict[str, Any]) -> str:
+def render(d: DecisionDoc) -> str:
     lines = [
         f"verdict:   {d['verdict']}  (team profile: {d['team']['name']})",
         f"why:       {d['summary']}",
@@ -119,7 +120,7 @@ def render(d: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _evidence(e: dict[str, Any]) -> str:
+def _evidence(e: EvidenceDoc) -> str:
     ev = evidence_line(e)
     text = ev.text[:140] + ("..." if len(ev.text) > 140 else "")
     return f"{ev.where}: {text}" if ev.where else text

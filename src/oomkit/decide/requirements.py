@@ -7,12 +7,12 @@ import difflib
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
 from oomkit.errors import InputError
+from oomkit.serial import JsonObject
 from oomkit.yamlio import load_yaml
 
 # "2s" in a *_ms field, "5m" in a *_s field, "12k" tokens, "90%" in a *_pct field.
@@ -83,11 +83,11 @@ class Requirements(_Strict):
             return self.workload
         return str((Path(self.source).parent / self.workload).resolve())
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return self.model_dump(mode="json")
 
 
-def _unit_hint(field: str, value: Any) -> str | None:
+def _unit_hint(field: str, value: object) -> str | None:
     """The number to write when a value carries a unit."""
     if not isinstance(value, str):
         return None
@@ -106,7 +106,7 @@ def _unit_hint(field: str, value: Any) -> str | None:
     return None
 
 
-def _at(data: Any, loc: tuple[Any, ...]) -> Any:
+def _at(data: object, loc: tuple[int | str, ...]) -> object:
     for part in loc:
         if not isinstance(data, dict) or part not in data:
             return None
@@ -114,7 +114,7 @@ def _at(data: Any, loc: tuple[Any, ...]) -> Any:
     return data
 
 
-def _nearest(loc: tuple[Any, ...]) -> str:
+def _nearest(loc: tuple[int | str, ...]) -> str:
     models: dict[str, type[BaseModel]] = {
         "input_tokens": TokenRange,
         "output_tokens": TokenRange,
@@ -126,7 +126,7 @@ def _nearest(loc: tuple[Any, ...]) -> str:
     return f" (did you mean `{found[0]}`?)" if found else ""
 
 
-def _describe(e: ErrorDetails, data: Any) -> str:
+def _describe(e: ErrorDetails, data: object) -> str:
     loc = tuple(p for p in e["loc"])
     where = ".".join(str(p) for p in loc)
     if e["type"] == "missing":
@@ -139,7 +139,7 @@ def _describe(e: ErrorDetails, data: Any) -> str:
     return f"`{where}`: {str(e['msg']).removeprefix('Value error, ')}"
 
 
-def parse_requirements(data: Any, source: str = "<requirements>") -> Requirements:
+def parse_requirements(data: object, source: str = "<requirements>") -> Requirements:
     if not isinstance(data, dict):
         raise InputError(f"{source}: requirements are a YAML mapping", hint="see examples/requirements-testbed.yaml")
     try:

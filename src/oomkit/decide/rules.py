@@ -6,16 +6,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
 
-from oomkit.decide.checklist import DONE, FAILED, Item, hit_rate_compared
+from oomkit.compare.document import ModeDoc
+from oomkit.decide.checklist import Item, hit_rate_compared
+from oomkit.decide.documents import LaunchVerdict, SourceEvidence, StepDoc, StepFailure, number
 from oomkit.decide.evidence import RunEvidence
 from oomkit.decide.facts import ENV_PHASES, LOAD_PHASES, DecisionFacts, Facts, Measured
+from oomkit.decide.model import DONE, FAILED, EvidenceDoc, Numbers, Verdict
 from oomkit.decide.teams import Team, first_open
 from oomkit.decide.topology import engines_needed, gpus_used, topology_or_expand
+from oomkit.fsio import json_object
 
-Verdict = Literal["fix_environment", "tune", "change_topology", "expand", "inconclusive"]
-VERDICTS: tuple[Verdict, ...] = ("fix_environment", "tune", "change_topology", "expand", "inconclusive")
 SERVING_OOM = ("serving_prefill", "serving_decode", "cache_pressure")
 # Modes whose win changes the business scenario: a temporary degradation, not a fix.
 DEGRADING = {
@@ -30,8 +31,8 @@ DEGRADING = {
 class Fired:
     verdict: Verdict
     summary: str
-    numbers: dict[str, Any] = field(default_factory=dict)
-    evidence: tuple[dict[str, Any], ...] = ()
+    numbers: Numbers = field(default_factory=Numbers)
+    evidence: tuple[EvidenceDoc, ...] = ()
     recommendations: tuple[str, ...] = ()
 
 
@@ -41,7 +42,12 @@ class Ctx:
     criteria: list[Item]
 
 
-def _lines(run_path: str, verdict: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+def _cited(run_path: str, evidence: list[SourceEvidence]) -> tuple[EvidenceDoc, ...]:
+    """A failure's evidence, each piece with the run folder it was recorded in."""
+    return tuple([{"run": run_path, **e} for e in evidence])
+
+
+def _lines(run_path: str, verdict: LaunchVerdict) -> tuple[EvidenceDoc, ...]:
     return tuple(
         {"run": run_path, "file": e.get("file"), "line": e.get("line"), "text": e.get("text")}
         for e in (verdict.get("evidence") or [])[:4]
@@ -50,12 +56,12 @@ def _lines(run_path: str, verdict: dict[str, Any]) -> tuple[dict[str, Any], ...]
 
 def environment(f: DecisionFacts, ctx: Ctx) -> Fired | None:
     failed = f.failed_launches(ENV_PHASES)
-    rows = [r for r in (f.recipe_check or {}).get("rows", []) if r.get("status") == "fail"]
+    rows = [r for r in (f.recipe_check.rows if f.recipe_check else ()) if r.status == "fail"]
     if not failed and not rows:
         return None
     ev = tuple(e for r, v in failed for e in _lines(r.path, v))
-    ev += tuple({"recipe_row": r["requirement"], "found": r["found"], "why": r["why"]} for r in rows[:4])
-    what = failed[0][1].get("summary") if failed else f"{len(rows)} recipe row(s) fail: {rows[0]['requirement']}"
+    ev += tuple(EvidenceDoc(recipe_row=r.requirement, found=r.found, why=r.why) for r in rows[:4])
+    what = failed[0][1].get("summary") if failed else f"{len(rows)} recipe row(s) fail: {rows[0].requirement}"
     return Fired(
         "fix_environment",
         f"the environment does not match: {what}",
@@ -65,11 +71,11 @@ def environment(f: DecisionFacts, ctx: Ctx) -> Fired | None:
     )
 
 
-def _failed_steps(f: Facts) -> list[tuple[RunEvidence, dict[str, Any], dict[str, Any]]]:
+def _failed_steps(f: Facts) -> list[tuple[RunEvidence, StepDoc, StepFailure]]:
     run, lad = f.ladder()
     if run is None or lad is None:
         return []
-    return [(run, s, s["failure"]) for s in lad.get("steps", []) if s.get("failure")]
+    return [(run, s, fail) for s in lad.get("steps", []) if (fail := s.get("failure"))]
 
 
 def setup_rejects(f: DecisionFacts, ctx: Ctx) -> Fired | None:
@@ -93,7 +99,7 @@ def not_memory(f: DecisionFacts, ctx: Ctx) -> Fired | None:
     """A failure the log says is not a memory error: fix the software or the request first."""
     for run, s, fail in _failed_steps(f):
         if fail.get("phase") == "not_oom_other" and fail.get("kind") != "context_length":
-            ev = tuple({"run": run.path, **e} for e in fail.get("evidence", [])[:4])
+            ev = _cited(run.path, fail.get("evidence", [])[:4])
             return Fired(
                 "fix_environment",
                 f"ladder step {s['name']} failed, and not for memory: {fail.get('reason')}",
@@ -121,12 +127,12 @@ def load_phase(f: DecisionFacts, ctx: Ctx) -> Fired | None:
         return None
     run, v = failed[0]
     verdict, numbers, recs = topology_or_expand(f)
-    figures = run.manifest.get("figures") or {}
+    weights_gib = number((run.manifest.get("figures") or {}).get("model_weights_gib"))
     return Fired(
         verdict,
         f"out of memory while {v['phase'].replace('_', ' ')} on a verified environment: "
         f"the model does not fit this layout ({v.get('summary')})",
-        {"phase": v.get("phase"), "model_weights_gib": figures.get("model_weights_gib"), **numbers},
+        {"phase": v.get("phase"), "model_weights_gib": weights_gib, **numbers},
         _lines(run.path, v),
         tuple(recs) + ("do not lower max_num_seqs: it does not change load-phase memory",),
     )
@@ -154,9 +160,9 @@ def kv_startup(f: DecisionFacts, ctx: Ctx) -> Fired | None:
     if not failed:
         return None
     run, v = failed[0]
-    est = (run.manifest.get("figures") or {}).get("estimated_max_model_len")
+    est = number((run.manifest.get("figures") or {}).get("estimated_max_model_len"))
     need = f.req.longest_request_tokens()
-    numbers = {"estimated_max_model_len": est, "longest_request_tokens": need}
+    numbers: Numbers = {"estimated_max_model_len": est, "longest_request_tokens": need}
     if est is not None and est >= need:
         return Fired(
             "tune",
@@ -185,23 +191,25 @@ def one_request(f: DecisionFacts, ctx: Ctx) -> Fired | None:
     need_in = f.req.input_tokens.max
     short = f.step("short_request")
     hist = f.step("history_doubling")
-    ctxt = (hist or {}).get("detail", {}).get("context", {})
-    fail = (short or {}).get("failure") or (hist or {}).get("failure")
+    ctxt = json_object(hist["detail"].get("context")) if hist else {}
+    fail = (short.get("failure") if short else None) or (hist.get("failure") if hist else None)
     if fail and (fail.get("phase") in SERVING_OOM or fail.get("kind") == "engine_dead"):
         verdict, numbers, recs = topology_or_expand(f)
         return Fired(
             verdict,
             f"one request fails in a clean environment ({fail.get('reason')}): capacity or topology, not concurrency",
             {**numbers, "phase": fail.get("phase")},
-            tuple({"run": run.path, **e} for e in fail.get("evidence", [])[:3]),
+            _cited(run.path, fail.get("evidence", [])[:3]),
             tuple(recs),
         )
-    limit = ctxt.get("limit_tokens")
+    limit = number(ctxt.get("limit_tokens"))
     if ctxt.get("found") and limit and limit < f.req.longest_request_tokens():
-        pool = f.figures().get("kv_cache_tokens")
+        pool = number(f.figures().get("kv_cache_tokens"))
         need = f.req.longest_request_tokens()
         numbers = {"context_limit_tokens": limit, "longest_request_tokens": need, "kv_cache_tokens": pool}
-        ev = ({"run": run.path, "file": run.file("ladder.json"), "key": "history_doubling.context", "value": ctxt},)
+        ev: tuple[EvidenceDoc, ...] = (
+            {"run": run.path, "file": run.file("ladder.json"), "key": "history_doubling.context", "value": ctxt},
+        )
         if pool and pool >= need:
             return Fired(
                 "tune",
@@ -219,7 +227,7 @@ def one_request(f: DecisionFacts, ctx: Ctx) -> Fired | None:
             ev,
             tuple(recs),
         )
-    largest = ctxt.get("largest_ok_prompt_tokens")
+    largest = number(ctxt.get("largest_ok_prompt_tokens"))
     if largest is not None and largest < need_in and not ctxt.get("found") and hist and not hist["ok"]:
         verdict, numbers, recs = topology_or_expand(f)
         return Fired(
@@ -266,12 +274,12 @@ def team_gate(f: DecisionFacts, ctx: Ctx) -> Fired | None:
             "inconclusive",
             f"{ctx.team.name}: not established: " + ", ".join(f"{i.title} ({i.status})" for i in gate),
             {"criteria_open": [i.key for i in gate]},
-            tuple({"criterion": i.to_dict()} for i in gate),
+            tuple([{"criterion": i.to_dict()} for i in gate]),
         )
     return None
 
 
-def _tuning_fix(f: Facts, target: int) -> tuple[dict[str, Any] | None, list[str]]:
+def _tuning_fix(f: Facts, target: int) -> tuple[ModeDoc | None, list[str]]:
     """A compared mode that holds at the target where the baseline does not; and degrading wins."""
     crun, comp = f.compare()
     degraded: list[str] = []
@@ -306,7 +314,7 @@ def concurrency(f: DecisionFacts, ctx: Ctx) -> Fired | None:
     headroom = None if c is None else round((c - t) / t * 100, 1)
     per_engine = gpus_used(f.profile_args())
     engines = engines_needed(need, c)
-    numbers = {
+    numbers: Numbers = {
         "target_concurrency": t,
         "target_with_reserve": need,
         "reserve_pct": f.req.peak_reserve_pct,
@@ -318,11 +326,13 @@ def concurrency(f: DecisionFacts, ctx: Ctx) -> Fired | None:
         "gpus_per_engine": per_engine,
     }
     bad = [p for p in cap.points if not p.ok][:3]
-    ev = tuple(
+    levels: list[EvidenceDoc] = [
         {"source": p.source, "concurrency": p.concurrency, "ok": p.ok, "why": p.why}
         for p in cap.points
         if p.concurrency in (c, cap.first_bad)
-    )[:4] or tuple({"source": p.source, "why": p.why} for p in bad)
+    ]
+    failing: list[EvidenceDoc] = [{"source": p.source, "why": p.why} for p in bad]
+    ev = tuple(levels[:4] or failing)
     if cap.first_bad is None and (c or 0) < need:
         return Fired(
             "inconclusive",

@@ -13,11 +13,18 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from oomkit.decide.facts import DecisionFacts
 from oomkit.decide.topology import candidate_layouts, engines_needed, gpus_used
 from oomkit.errors import OomkitError
+from oomkit.serial import JsonObject, to_json_object
+
+if TYPE_CHECKING:
+    from oomkit.forecast.layouts import LayoutSpec
+    from oomkit.forecast.result import Forecast, LayoutForecast
+    from oomkit.launch.profile import Profile
+    from oomkit.plan import PlanRequest
 
 SIZING_TIME_LIMIT_S = 45.0
 """Wall seconds for all of decide's forecasts (decide answers in about a minute on the CPU testbed)."""
@@ -28,6 +35,15 @@ MAX_DP_ENGINES = 16
 MAX_GPU_COUNTS = 3
 MAX_LAYOUTS_PER_COUNT = 6
 MULTIPLICATION = "ceil(target_with_reserve / capacity)"
+CURVE_KEYS = (
+    "concurrency",
+    "verdict",
+    "preemptions",
+    "max_kv_usage",
+    "max_kv_usage_sampled",
+    "ttft_ms_p95",
+    "latency_ms_p95",
+)
 
 
 @dataclass(frozen=True)
@@ -37,11 +53,12 @@ class Candidate:
     gpus: int
     holds: bool
     why: str
-    knee: dict[str, Any]
-    rung: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+    knee: JsonObject
+    rung: JsonObject
+    """The forecast's rung at the target with reserve: its verdict and the figures judged."""
+    curve: tuple[JsonObject, ...] = ()
+    """Every rung this layout was forecast at (the measured server's also at the measured levels), for
+    the report to draw against the measured ladder: the figures CURVE_KEYS names."""
 
 
 @dataclass(frozen=True)
@@ -63,12 +80,13 @@ class ForecastSizing:
     wall_s: float = 0.0
     notes: tuple[str, ...] = field(default_factory=tuple)
 
-    def to_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in self.__dict__.items() if k not in ("candidates", "notes")}
-        out["forecast"] = self.status == "forecast"
-        out["candidates"] = [c.to_dict() for c in self.candidates]
-        out["notes"] = list(self.notes)
+    def to_dict(self) -> JsonObject:
+        out = to_json_object(self)
+        del out["candidates"], out["notes"]  # after `forecast`, as they always were
         out["wall_s"] = round(self.wall_s, 2)
+        out["forecast"] = self.status == "forecast"
+        out["candidates"] = [to_json_object(c) for c in self.candidates]
+        out["notes"] = list(self.notes)
         return out
 
     def recommendation(self) -> str | None:
@@ -95,9 +113,33 @@ def forecast_sizing(f: DecisionFacts) -> ForecastSizing:
         return _fallback(by_mult, f"the forecast could not run: {err.one_line()}", t0)
 
 
-def _fallback(by_mult: int | None, why: str, t0: float, **kw: Any) -> ForecastSizing:
+@dataclass(frozen=True)
+class _Tried:
+    """What the forecasts that ran found, for a fallback to report."""
+
+    concurrency: int | None = None
+    step_time_model: str | None = None
+    step_time_source: str | None = None
+    workload: str | None = None
+    vllm: str | None = None
+    candidates: tuple[Candidate, ...] = ()
+
+
+def _fallback(by_mult: int | None, why: str, t0: float, tried: _Tried = _Tried()) -> ForecastSizing:
     method = MULTIPLICATION if by_mult else "none (no level held: no capacity to multiply)"
-    return ForecastSizing("fallback", method, why, by_mult, wall_s=time.monotonic() - t0, **kw)
+    return ForecastSizing(
+        "fallback",
+        method,
+        why,
+        by_mult,
+        concurrency=tried.concurrency,
+        step_time_model=tried.step_time_model,
+        step_time_source=tried.step_time_source,
+        workload=tried.workload,
+        vllm=tried.vllm,
+        candidates=tried.candidates,
+        wall_s=time.monotonic() - t0,
+    )
 
 
 def _sized(f: DecisionFacts, need: int, by_mult: int | None, t0: float) -> ForecastSizing:
@@ -107,13 +149,17 @@ def _sized(f: DecisionFacts, need: int, by_mult: int | None, t0: float) -> Forec
     base, groups = _candidates(f)
     run_path = _measured_run(f)
     workload = _workload(f)
+    retention = _measured_retention(f)
     tried: list[Candidate] = []
     model: tuple[str, str | None] = ("", None)
     for index, specs in enumerate(groups):
         left_s = SIZING_TIME_LIMIT_S - (time.monotonic() - t0)
         if left_s <= 1:
             break
-        result = _forecast(f, _Basis(base, workload, run_path), specs, need, left_s)
+        # The first candidates (the measured server itself, or the smallest layout) are also forecast at
+        # the levels the ladder measured: the report draws that curve through the measured points.
+        measured = tuple(int(p.concurrency) for p in f.capacity().points) if index == 0 else ()
+        result = _forecast(f, _Basis(base, workload, run_path, retention), specs, need, left_s, measured)
         model = (result.step_time_model, run_path)
         found = [_judge(f, lay, need) for lay in result.layouts]
         tried += found
@@ -124,15 +170,10 @@ def _sized(f: DecisionFacts, need: int, by_mult: int | None, t0: float) -> Forec
                 f"the forecast holds {need} dialogs on the measured server itself, where the measurement did not: "
                 "the forecast disagrees with the evidence here and is not used",
                 t0,
-                concurrency=need,
-                step_time_model=result.step_time_model,
-                step_time_source=run_path,
-                workload=workload,
-                vllm=api.version,
-                candidates=tuple(tried),
+                _Tried(need, result.step_time_model, run_path, workload, api.version, tuple(tried)),
             )
         if holding:
-            best = min(holding, key=lambda c: (c.gpus, c.rung.get("latency_ms_p95") or 0.0))
+            best = min(holding, key=lambda c: (c.gpus, _latency_ms(c)))
             return ForecastSizing(
                 "forecast",
                 "forecast",
@@ -154,20 +195,15 @@ def _sized(f: DecisionFacts, need: int, by_mult: int | None, t0: float) -> Forec
     why = "no candidate layout's forecast holds the target with reserve within the SLO" + (
         " before the forecast's time limit" if time.monotonic() - t0 >= SIZING_TIME_LIMIT_S - 1 else ""
     )
-    return _fallback(
-        by_mult,
-        why,
-        t0,
-        concurrency=need,
-        step_time_model=model[0] or None,
-        step_time_source=model[1],
-        workload=workload,
-        vllm=api.version,
-        candidates=tuple(tried),
-    )
+    return _fallback(by_mult, why, t0, _Tried(need, model[0] or None, model[1], workload, api.version, tuple(tried)))
 
 
-def _candidates(f: DecisionFacts) -> tuple[Any, list[tuple[Any, ...]]]:
+def _latency_ms(c: Candidate) -> float:
+    value = c.rung.get("latency_ms_p95")
+    return float(value) if isinstance(value, (int, float)) else 0.0
+
+
+def _candidates(f: DecisionFacts) -> tuple[PlanRequest, list[tuple[LayoutSpec, ...]]]:
     """(the plan request every candidate starts from, groups of layout specs, fewest GPUs first)."""
     from oomkit.forecast.layouts import LayoutSpec
     from oomkit.plan import PlanRequest
@@ -191,22 +227,45 @@ def _candidates(f: DecisionFacts) -> tuple[Any, list[tuple[Any, ...]]]:
     ]
 
 
-def _measured_plan(f: DecisionFacts) -> Any:
-    from oomkit.errors import InputError
-    from oomkit.forecast.inputs import profile_fields
+def _measured_profile(f: DecisionFacts) -> tuple[Profile, str] | None:
+    """The launch profile the measured server ran, and its run folder."""
     from oomkit.launch.profile import Profile
-    from oomkit.plan import PlanRequest
 
     for r in f.launches:
         prof = r.manifest.get("profile")
         if isinstance(prof, dict) and prof.get("model"):
-            fields = profile_fields(Profile.model_validate({k: v for k, v in prof.items() if k != "source"}), r.path)
-            if fields.get("gpu"):
-                return PlanRequest(**fields)
-            raise InputError(
-                f"{r.path}: the measured server's GPU is not in its profile",
-                hint="add `deployment:` (model, gpu) to the requirements",
-            )
+            return Profile.model_validate({k: v for k, v in prof.items() if k != "source"}), r.path
+    return None
+
+
+def _measured_retention(f: DecisionFacts) -> int | None:
+    """The measured server's --prefix-cache-retention-interval: it decides which hybrid-state blocks
+    the prefix cache keeps, so the forecast's scheduler must run with the same (vLLM's default: 0)."""
+    from oomkit.forecast.engine import VLLM_DEFAULT_RETENTION
+    from oomkit.forecast.inputs import RETENTION_ARG, parse_retention
+
+    found = _measured_profile(f)
+    if found is None:
+        return VLLM_DEFAULT_RETENTION
+    prof, path = found
+    return parse_retention(prof.arg(RETENTION_ARG, VLLM_DEFAULT_RETENTION), path)
+
+
+def _measured_plan(f: DecisionFacts) -> PlanRequest:
+    from oomkit.errors import InputError
+    from oomkit.forecast.inputs import profile_fields
+    from oomkit.plan import PlanRequest
+
+    found = _measured_profile(f)
+    if found is not None:
+        prof, path = found
+        fields = profile_fields(prof, path)
+        if fields.get("gpu"):
+            return PlanRequest(**fields)
+        raise InputError(
+            f"{path}: the measured server's GPU is not in its profile",
+            hint="add `deployment:` (model, gpu) to the requirements",
+        )
     raise InputError("no launch profile among the runs", hint="add `deployment:` (model, gpu) to the requirements")
 
 
@@ -233,17 +292,21 @@ class _Basis:
     """What every candidate forecast shares: the measured server's plan request, the traffic, and
     the run folder the step time is calibrated on (None: roofline)."""
 
-    plan: Any
+    plan: PlanRequest
     workload: str | None
     run: str | None
+    retention: int | None
+    """The measured server's --prefix-cache-retention-interval (None: dense checkpoints)."""
 
 
-def _forecast(f: DecisionFacts, basis: _Basis, specs: tuple[Any, ...], need: int, left_s: float) -> Any:
+def _forecast(
+    f: DecisionFacts, basis: _Basis, specs: tuple[LayoutSpec, ...], need: int, left_s: float, measured: tuple[int, ...]
+) -> Forecast:
     from oomkit.forecast import ForecastRequest, forecast
 
     base, workload, run = basis.plan, basis.workload, basis.run
     slo = f.req.slo
-    levels = tuple(sorted({f.req.concurrent_dialogs, need}))
+    levels = tuple(sorted({f.req.concurrent_dialogs, need, *(c for c in measured if c > 0)}))
     return forecast(
         ForecastRequest(
             plan=base,
@@ -257,17 +320,18 @@ def _forecast(f: DecisionFacts, basis: _Basis, specs: tuple[Any, ...], need: int
             max_steps=SIZING_MAX_STEPS,
             time_limit_s=left_s,
             layouts=specs,
+            prefix_cache_retention_interval=basis.retention,
         )
     )
 
 
-def _judge(f: DecisionFacts, lay: Any, need: int) -> Candidate:
+def _judge(f: DecisionFacts, lay: LayoutForecast, need: int) -> Candidate:
     slo = f.req.slo
     gpus = int(lay.plan.get("gpus") or 0)
     top = next((r for r in lay.rungs if r.concurrency == need), None)
-    rung = top.to_dict() if top else {}
+    full = to_json_object(top.to_dict()) if top else {}
     keep = ("concurrency", "verdict", "preemptions", "errors", "max_kv_usage", "ttft_ms_p95", "latency_ms_p95")
-    rung = {k: rung[k] for k in keep if k in rung}
+    rung = {k: full[k] for k in keep if k in full}
     if lay.error:
         why = f"does not load: {lay.error}"
     elif top is None:
@@ -281,10 +345,11 @@ def _judge(f: DecisionFacts, lay: Any, need: int) -> Candidate:
     else:
         why = "holds: no preemption, no error, p95 within the SLO"
     holds = why.startswith("holds")
-    return Candidate(lay.layout, lay.engines, gpus, holds, why, lay.knee.to_dict(), rung)
+    curve = tuple({k: v for k, v in r.to_dict().items() if k in CURVE_KEYS} for r in lay.rungs)
+    return Candidate(lay.layout, lay.engines, gpus, holds, why, lay.knee.to_dict(), rung, curve)
 
 
-def _notes(f: DecisionFacts, base: Any) -> list[str]:
+def _notes(f: DecisionFacts, base: PlanRequest) -> list[str]:
     notes = ["every figure of forecast_sizing is a forecast: vLLM's own scheduler on the plan's KV pool, not a run"]
     if f.req.deployment is None:
         notes.append(

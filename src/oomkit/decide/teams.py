@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from oomkit.decide.checklist import DONE, FAILED, MISSING, Item, Status
+from oomkit.decide.checklist import Item
+from oomkit.decide.documents import number, whole
 from oomkit.decide.facts import DecisionFacts, Facts
+from oomkit.decide.model import DONE, FAILED, MISSING, Status
 from oomkit.units import fmt_pct
 
 
@@ -113,8 +115,8 @@ def _recipe(f: Facts) -> Item:
     return Item(
         "recipe",
         "hardware vs recipe",
-        DONE if f.recipe_check.get("overall") == "pass" else FAILED,
-        f"recipe {f.recipe_check.get('recipe')}: {f.recipe_check.get('overall')}",
+        DONE if f.recipe_check.overall == "pass" else FAILED,
+        f"recipe {f.recipe_check.recipe}: {f.recipe_check.overall}",
     )
 
 
@@ -133,8 +135,8 @@ def _one_node(f: Facts) -> Item:
 def _inter_node(f: Facts) -> Item:
     args = f.profile_args()
     if (
-        int(args.get("pipeline_parallel_size") or 1) == 1
-        and int(args.get("data_parallel_size") or 1) == 1
+        whole(args.get("pipeline_parallel_size"), 1) == 1
+        and whole(args.get("data_parallel_size"), 1) == 1
         and "nnodes" not in args
     ):
         return Item("inter_node", "inter-node test", DONE, "not applicable: one node")
@@ -184,7 +186,7 @@ def _headroom(f: DecisionFacts) -> Item:
 
 
 def _recovery(f: DecisionFacts) -> Item:
-    ready_s = [float(r.manifest["ready_s"]) for r in f.ready_launches() if r.manifest.get("ready_s")]
+    ready_s = [float(s) for r in f.ready_launches() if (s := r.manifest.get("ready_s"))]
     if not ready_s:
         return Item("recovery", "restart within the recovery time", MISSING, "no measured start")
     worst = max(ready_s)
@@ -199,7 +201,7 @@ def _recovery(f: DecisionFacts) -> Item:
 
 def _image_headroom(f: DecisionFacts) -> Item:
     snap = f.env_snapshot() or {}
-    peaks = [p.figures["peak_memory_bytes"] for p in f.capacity().points if p.figures.get("peak_memory_bytes")]
+    peaks = [peak for p in f.capacity().points if (peak := number(p.figures.get("peak_memory_bytes")))]
     gpus = snap.get("gpus") or []
     total = sum(g.get("memory_total_bytes") or 0 for g in gpus) or (snap.get("host") or {}).get("ram_total_bytes")
     if not peaks or not total:

@@ -5,25 +5,29 @@ decide forecasts when the target exceeds what was measured come from here (candi
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Literal
 
+from oomkit.decide.documents import whole
 from oomkit.decide.facts import DecisionFacts
+from oomkit.decide.model import Numbers
 from oomkit.errors import OomkitError
 from oomkit.plan.layouts import Layout
+from oomkit.serial import Json
 
 NODE_MULTIPLES = (1, 2, 3, 4, 6, 8)  # GPU counts tried, in multiples of one node
 
 MemoryVerdict = Literal["change_topology", "expand"]
 # The verdict when memory is short, the numbers behind it, and what to do.
-MemoryAdvice = tuple[MemoryVerdict, dict[str, Any], list[str]]
+MemoryAdvice = tuple[MemoryVerdict, Numbers, list[str]]
 
 
-def gpus_used(args: dict[str, Any]) -> int:
+def gpus_used(args: Mapping[str, Json]) -> int:
     return max(
         1,
-        int(args.get("tensor_parallel_size") or 1)
-        * int(args.get("pipeline_parallel_size") or 1)
-        * int(args.get("data_parallel_size") or 1),
+        whole(args.get("tensor_parallel_size"), 1)
+        * whole(args.get("pipeline_parallel_size"), 1)
+        * whole(args.get("data_parallel_size"), 1),
     )
 
 
@@ -86,7 +90,7 @@ def topology_or_expand(f: DecisionFacts) -> MemoryAdvice:
         return planned
     snap = f.env_snapshot() or {}
     visible = len(snap.get("visible_gpu_indices") or snap.get("gpus") or [])
-    numbers: dict[str, Any] = {"gpus_used": used, "gpus_visible": visible}
+    numbers: Numbers = {"gpus_used": used, "gpus_visible": visible}
     if visible > used:
         tp = 2 ** int(math.log2(visible))
         return (

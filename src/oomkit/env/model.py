@@ -4,12 +4,12 @@ the reason is in `EnvSnapshot.notes`; nothing here is guessed."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from oomkit.fsio import from_fields
 from oomkit.redact import redact
-from oomkit.serial import Json, to_json_object
+from oomkit.serial import Json, JsonObject, to_json_object
 
 SCHEMA = "oomkit.env/1"
 
@@ -130,52 +130,66 @@ class EnvSnapshot:
         """The GPUs a process started in this environment can use (CUDA_VISIBLE_DEVICES applied)."""
         return visible_gpus(self.gpus, self.cuda_visible_devices)
 
-    def to_dict(self) -> dict[str, Any]:  # Any: investigate.py reads nested keys off it
+    def to_dict(self) -> JsonObject:
         out = to_json_object(self)
         out["visible_gpu_indices"] = [g.index for g in self.visible_gpus]
         return {k: _redact_tree(v) for k, v in out.items()}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> EnvSnapshot:
+    def from_dict(cls, data: Mapping[str, object]) -> EnvSnapshot:
         """Reads back `to_dict()` output (e.g. the snapshot stored in a run manifest)."""
-
-        def opt(kind: type, value: Any) -> Any:
-            return None if value is None else kind(**value)
-
-        topo = data.get("topology")
-        host = data.get("host")
-        if topo is not None:
-            topo = Topology(
-                devices=tuple(topo["devices"]),
-                links=tuple(tuple(x) for x in topo["links"]),
-                nics=tuple(tuple(x) for x in topo.get("nics", ())),
-                source=topo.get("source", ""),
-            )
-        if host is not None:
-            rdma = host.get("rdma_devices")
-            host = HostInfo(
-                **{
-                    **host,
-                    "ulimits": tuple(tuple(x) for x in host.get("ulimits", ())),
-                    "container_hints": tuple(host.get("container_hints", ())),
-                    "rdma_devices": None if rdma is None else tuple(RdmaDevice(**r) for r in rdma),
-                }
-            )
+        driver, topo, software, host = (data.get(k) for k in ("driver", "topology", "software", "host"))
+        env = data.get("env")
         return cls(
-            source=data["source"],
-            taken_at=data["taken_at"],
-            driver=opt(DriverInfo, data.get("driver")),
-            gpus=[GpuInfo(**g) for g in data.get("gpus", ())],
-            gpu_note=data.get("gpu_note"),
-            topology=topo,
-            cuda_visible_devices=data.get("cuda_visible_devices"),
-            software=opt(Software, data.get("software")),
-            host=host,
-            env=dict(data.get("env", {})),
-            notes=tuple(data.get("notes", ())),
-            files=tuple(tuple(x) for x in data.get("files", ())),
-            schema=data.get("schema", SCHEMA),
+            source=str(data["source"]),
+            taken_at=str(data["taken_at"]),
+            driver=from_fields(DriverInfo, driver) if isinstance(driver, dict) else None,
+            gpus=[from_fields(GpuInfo, g) for g in _items(data.get("gpus")) if isinstance(g, dict)],
+            gpu_note=_text(data.get("gpu_note")),
+            topology=_topology(topo) if isinstance(topo, dict) else None,
+            cuda_visible_devices=_text(data.get("cuda_visible_devices")),
+            software=from_fields(Software, software) if isinstance(software, dict) else None,
+            host=_host(host) if isinstance(host, dict) else None,
+            env={str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {},
+            notes=tuple(str(n) for n in _items(data.get("notes"))),
+            files=tuple((kind, path) for kind, path in _rows(data.get("files"))),
+            schema=str(data.get("schema", SCHEMA)),
         )
+
+
+def _items(value: object) -> list[object]:
+    return list(value) if isinstance(value, list | tuple) else []
+
+
+def _rows(value: object) -> list[tuple[str, ...]]:
+    """A list of lists (how JSON holds a tuple of tuples), each item as text."""
+    return [tuple(str(x) for x in _items(row)) for row in _items(value)]
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _topology(topo: Mapping[str, object]) -> Topology:
+    return Topology(
+        devices=tuple(str(d) for d in _items(topo["devices"])),
+        links=tuple((a, b, kind) for a, b, kind in _rows(topo["links"])),
+        nics=tuple((nic, name) for nic, name in _rows(topo.get("nics"))),
+        source=str(topo.get("source", "")),
+    )
+
+
+def _host(host: Mapping[str, object]) -> HostInfo:
+    rdma = host.get("rdma_devices")
+    return from_fields(
+        HostInfo,
+        host,
+        ulimits=tuple((name, value) for name, value in _rows(host.get("ulimits"))),
+        container_hints=tuple(str(h) for h in _items(host.get("container_hints"))),
+        rdma_devices=None
+        if rdma is None
+        else tuple(from_fields(RdmaDevice, r) for r in _items(rdma) if isinstance(r, dict)),
+    )
 
 
 def visible_gpus(gpus: Sequence[GpuInfo], cuda_visible_devices: str | None) -> list[GpuInfo]:

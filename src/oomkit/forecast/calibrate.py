@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import os
 import statistics
-from dataclasses import asdict, dataclass
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from oomkit.errors import InputError
 from oomkit.forecast.steptime import StepLoad
 from oomkit.fsio import read_jsonl
 from oomkit.rundir import find_run
+from oomkit.serial import JsonObject, to_json_object
 
 MIN_POINTS = 3
 _HINT = "calibrate on a finished `oomkit ladder` or `oomkit bench` run whose answers were streamed"
@@ -42,8 +43,8 @@ class Calibrated:
         ms = self.base_ms + self.per_seq_ms * load.decode_seqs + self.per_prefill_token_ms * load.prefill_tokens
         return ms / 1000
 
-    def to_dict(self) -> dict[str, Any]:
-        out = {k: (round(v, 5) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+    def to_dict(self) -> JsonObject:
+        out: JsonObject = {k: (round(v, 5) if isinstance(v, float) else v) for k, v in to_json_object(self).items()}
         out["formula"] = "base_ms + per_seq_ms x decode_seqs + per_prefill_token_ms x prefill_tokens"
         return out
 
@@ -87,26 +88,28 @@ def calibrate(ref: str | os.PathLike[str], runs_dir: str = "runs") -> Calibrated
     )
 
 
-def _req(d: dict[str, Any]) -> _Req | None:
-    """An answered request with what the fit needs; anything else is skipped."""
-    try:
-        if not d.get("ok") or d.get("ttft_ms") is None or d.get("latency_ms") is None:
-            return None
-        start, ttft, latency = float(d["started_unix_s"]), float(d["ttft_ms"]), float(d["latency_ms"])
-        out = int(d.get("output_tokens") or 0)
-        prompt = int(d.get("prompt_tokens") or 0)
-        if out > 1 and latency <= ttft:
-            return None  # the whole answer came in one read: its "TTFT" is the full response time
-        return _Req(
-            str(d.get("label")),
-            start,
-            start + latency / 1000,
-            ttft,
-            (latency - ttft) / (out - 1) if out > 1 else None,
-            max(0, prompt - int(d.get("cached_tokens") or 0)),
-        )
-    except (TypeError, ValueError, KeyError):
+def _req(d: Mapping[str, object]) -> _Req | None:
+    """An answered request (a requests.jsonl record) with what the fit needs; anything else is skipped."""
+    start, ttft, latency = _number(d, "started_unix_s"), _number(d, "ttft_ms"), _number(d, "latency_ms")
+    if d.get("ok") is not True or start is None or ttft is None or latency is None:
         return None
+    out = int(_number(d, "output_tokens") or 0)
+    prompt = int(_number(d, "prompt_tokens") or 0)
+    if out > 1 and latency <= ttft:
+        return None  # the whole answer came in one read: its "TTFT" is the full response time
+    return _Req(
+        str(d.get("label")),
+        start,
+        start + latency / 1000,
+        ttft,
+        (latency - ttft) / (out - 1) if out > 1 else None,
+        max(0, prompt - int(_number(d, "cached_tokens") or 0)),
+    )
+
+
+def _number(d: Mapping[str, object], key: str) -> float | None:
+    v = d.get(key)
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
 def _overlap(r: _Req, reqs: list[_Req]) -> int:

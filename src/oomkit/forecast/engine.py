@@ -19,12 +19,17 @@ from oomkit.errors import InputError
 from oomkit.forecast.vllm_api import Vllm, guarded, load_vllm
 from oomkit.plan import Plan
 from oomkit.plan.kv import Group, Spec
+from oomkit.serial import JsonObject, to_json_object
 
 DUMMY_VOCAB = 1 << 17
 """Vocabulary of the stand-in model config: above every token id the forecast makes (< 2**16 + 64)."""
 KDA_CHECKPOINT_ALIGNMENT = 16
 """FlashKDA exports prefill checkpoints every 16 tokens (layers/mamba/kda_checkpoint.py, 0.32);
 mamba2 exports at any position (mamba_mixer2.py: alignment 1)."""
+VLLM_DEFAULT_RETENTION = 0
+"""CacheConfig.prefix_cache_retention_interval when a server is not given one (vllm/config/cache.py,
+0.32): sliding-window and mamba groups keep only their semantic prefix-cache checkpoints. None keeps
+them densely; N also every N tokens."""
 
 
 @dataclass(frozen=True)
@@ -38,9 +43,10 @@ class EngineSettings:
     num_blocks: int
     mamba_cache_mode: str  # none | align
     in_flight_tokens: int  # max_concurrent_batches x max_num_batched_tokens, as the plan assumed
+    prefix_cache_retention_interval: int | None  # the server's --prefix-cache-retention-interval
 
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+    def to_dict(self) -> JsonObject:
+        return to_json_object(self)
 
 
 @dataclass
@@ -62,7 +68,7 @@ class Engine:
         return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def settings_of(p: Plan) -> EngineSettings:
+def settings_of(p: Plan, retention: int | None = VLLM_DEFAULT_RETENTION) -> EngineSettings:
     s = p.settings
     hybrid = any(g.specs[0].kind == "mamba" for g in p.kv.groups)
     prefix = bool(s["enable_prefix_caching"])
@@ -74,18 +80,20 @@ def settings_of(p: Plan) -> EngineSettings:
         num_blocks=int(p.capacity.num_blocks),
         mamba_cache_mode="align" if hybrid and prefix else "none",
         in_flight_tokens=int(s["in_flight_tokens"]),
+        prefix_cache_retention_interval=retention,
     )
 
 
-def build_engine(p: Plan) -> Engine:
-    """vLLM's Scheduler for this plan's KV pool (one engine: one DP rank)."""
+def build_engine(p: Plan, retention: int | None = VLLM_DEFAULT_RETENTION) -> Engine:
+    """vLLM's Scheduler for this plan's KV pool (one engine: one DP rank); `retention` is the
+    server's prefix-cache retention interval (VLLM_DEFAULT_RETENTION when it sets none)."""
     api = load_vllm()
-    st = settings_of(p)
+    st = settings_of(p, retention)
     if st.num_blocks < 2:
         raise InputError(f"the plan has a KV pool of {st.num_blocks} blocks: vLLM would not start")
     logging.getLogger("vllm").setLevel(logging.ERROR)  # its config warnings are about this CPU, not the target
     vc = guarded(api, "building VllmConfig", _vllm_config, api, st, p)
-    kvc = guarded(api, "building KVCacheConfig", _kv_cache_config, api, p, st)
+    kvc = guarded(api, "building KVCacheConfig", _kv_cache_config, api, p, st, vc)
     sched_block, hash_block = guarded(api, "resolving block sizes", _resolve_blocks, api, vc, kvc)
     scheduler = guarded(
         api,
@@ -118,7 +126,11 @@ def _vllm_config(api: Vllm, st: EngineSettings, p: Plan) -> Any:
             enable_chunked_prefill=True,
             is_encoder_decoder=False,
         )
-        cache = cfg.CacheConfig(block_size=p.kv.block_size, enable_prefix_caching=st.enable_prefix_caching)
+        cache = cfg.CacheConfig(
+            block_size=p.kv.block_size,
+            enable_prefix_caching=st.enable_prefix_caching,
+            prefix_cache_retention_interval=st.prefix_cache_retention_interval,
+        )
         vc = cfg.VllmConfig(scheduler_config=sched, model_config=model, cache_config=cache)
     # VllmConfig adjusted these for the CPU this runs on; the forecast is for the plan's target.
     vc.scheduler_config.max_num_seqs = st.max_num_seqs
@@ -150,29 +162,37 @@ def _stand_in_model(where: Path, max_model_len: int) -> Path:
     return where
 
 
-def _kv_cache_config(api: Vllm, p: Plan, st: EngineSettings) -> Any:
-    groups = [api.interface.KVCacheGroupSpec(list(g.layers), _group_spec(api, p, g)) for g in p.kv.groups]
-    worker = api.interface.KVCacheConfig(num_blocks=st.num_blocks, kv_cache_tensors=[], kv_cache_groups=groups)
+def _kv_cache_config(api: Vllm, p: Plan, st: EngineSettings, vc: Any) -> Any:
+    groups = [api.interface.KVCacheGroupSpec(list(g.layers), _group_spec(api, p, g, st)) for g in p.kv.groups]
+    # The retention policy travels in the KVCacheConfig, as get_kv_cache_config_from_groups puts it
+    # there from the CacheConfig: the dataclass's own default (None: dense mamba/sliding checkpoints)
+    # is not what a server runs with, and it changes which prefixes hit.
+    worker = api.interface.KVCacheConfig(
+        num_blocks=st.num_blocks,
+        kv_cache_tensors=[],
+        kv_cache_groups=groups,
+        prefix_cache_retention_interval=vc.cache_config.prefix_cache_retention_interval,
+    )
     # What the engine core hands its scheduler: one spec per group (generate_scheduler_kv_cache_config).
     return api.utils.generate_scheduler_kv_cache_config([worker])
 
 
-def _group_spec(api: Vllm, p: Plan, g: Group) -> Any:
-    specs = {name: _layer_spec(api, p, s) for name, s in zip(g.layers, g.specs, strict=True)}
+def _group_spec(api: Vllm, p: Plan, g: Group, st: EngineSettings) -> Any:
+    specs = {name: _layer_spec(api, p, s, st) for name, s in zip(g.layers, g.specs, strict=True)}
     first = next(iter(specs.values()))
     if all(s == first for s in specs.values()):
         return first
     return api.interface.UniformTypeKVCacheSpecs(block_size=first.block_size, kv_cache_specs=specs)
 
 
-def _layer_spec(api: Vllm, p: Plan, s: Spec) -> Any:
+def _layer_spec(api: Vllm, p: Plan, s: Spec, st: EngineSettings) -> Any:
     """One planner layer spec as vLLM's KVCacheSpec. Page sizes are the planner's (the scheduler
     never reads them; vLLM's capacity line does, and is reported next to the plan's)."""
     import torch
 
     iface = api.interface
     if s.kind == "mamba":
-        return _mamba_spec(api, p, s)
+        return _mamba_spec(api, p, s, st)
     per_token = s.page_bytes // s.block_size
     common = {"block_size": s.block_size, "num_kv_heads": 1, "head_size": per_token, "dtype": torch.int8}
     if s.kind == "mla":
@@ -182,11 +202,11 @@ def _layer_spec(api: Vllm, p: Plan, s: Spec) -> Any:
     return iface.FullAttentionSpec(**common, state_content_bytes=per_token)
 
 
-def _mamba_spec(api: Vllm, p: Plan, s: Spec) -> Any:
+def _mamba_spec(api: Vllm, p: Plan, s: Spec, st: EngineSettings) -> Any:
     import torch
 
     linear = p.model.linear
-    align = settings_of(p).mamba_cache_mode == "align"
+    align = st.mamba_cache_mode == "align"
     spec_blocks = 0 if p.request.use_replayssm else int(p.settings["num_speculative_tokens"])
     base = 2 if align else 1
     checkpoint = max(0, s.mamba_blocks - base - spec_blocks) if align else 0

@@ -28,6 +28,8 @@ class Lane:
     """It scheduled nothing: it waits for a new request instead of stepping again."""
     waiting: int = 0
     """Its waiting requests after the last step (SchedulerStats: waiting + skipped waiting)."""
+    kv_usage: float = 0.0
+    """Its KV-cache usage after its last step (SchedulerStats.kv_cache_usage: its /metrics gauge)."""
     before: Counts = (0, 0, 0.0)
     after: Counts = (0, 0, 0.0)
     step_end_s: float = -math.inf

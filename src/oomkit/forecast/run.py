@@ -9,21 +9,30 @@ vLLM's DP router (forecast.router). Several layouts with a back end run as a par
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from oomkit.errors import InputError, UsageError
 from oomkit.forecast.calibrate import calibrate
-from oomkit.forecast.engine import Engine, build_engine
+from oomkit.forecast.engine import VLLM_DEFAULT_RETENTION, Engine, build_engine
 from oomkit.forecast.lanes import Lane
 from oomkit.forecast.layouts import LayoutSpec
-from oomkit.forecast.result import RELIABILITY_WARNING, Forecast, LayoutForecast, RungForecast, knee_of
+from oomkit.forecast.result import (
+    RELIABILITY_WARNING,
+    Forecast,
+    LayoutForecast,
+    PlanSummary,
+    RungForecast,
+    TrafficSummary,
+    knee_of,
+)
 from oomkit.forecast.router import DpRouter
 from oomkit.forecast.simulate import Budget, Rung
 from oomkit.forecast.steptime import StepTimeModel, roofline
 from oomkit.forecast.tokens import shared_head
 from oomkit.forecast.traffic import Traffic, load_traffic
 from oomkit.forecast.vllm_api import load_vllm, minor_of
+from oomkit.forecast.warmup import warm_up
 from oomkit.loadrun.knee import Knee
 from oomkit.plan import Plan, PlanRequest, plan
 from oomkit.plan.layouts import Layout
@@ -56,6 +65,9 @@ class ForecastRequest:
     layouts: tuple[LayoutSpec, ...] = ()
     """Several layouts on the same traffic (--layouts); each replaces the plan's TP/PP/DP/EP. A
     layout the planner refuses is reported as not loading; empty: the plan's own layout."""
+    prefix_cache_retention_interval: int | None = VLLM_DEFAULT_RETENTION
+    """The server's --prefix-cache-retention-interval (None: dense), as vLLM's engine passes it to
+    its KV-cache manager: it decides which mamba/sliding-window prefixes stay cached."""
 
 
 def forecast(req: ForecastRequest, backend: Backend | None = None) -> Forecast:
@@ -76,20 +88,16 @@ def forecast(req: ForecastRequest, backend: Backend | None = None) -> Forecast:
     else:
         budget = Budget(req.max_steps, t0 + req.time_limit_s)
         layouts = [forecast_layout(req, preq, traffic, calibrated, budget, api.version) for preq in preqs]
-    loaded = [lay for lay in layouts if lay.step_time]
-    if not loaded:
+    models = [lay.step_time for lay in layouts if lay.step_time is not None]
+    if not models:
         raise InputError(f"no layout of --layouts loads: {layouts[0].error}", hint="see `oomkit plan --compare`")
     notes = [*traffic.notes, RELIABILITY_WARNING]
     return Forecast(
-        step_time_model=str(loaded[0].step_time["name"]),
-        step_time=loaded[0].step_time,
-        traffic={
-            "name": traffic.name,
-            "source": traffic.source,
-            "sessions": len(traffic.sessions),
-            "steps_per_session": _steps(req, traffic),
-            "ignore_eos": traffic.ignore_eos,
-        },
+        step_time_model=models[0].name,
+        step_time=models[0],
+        traffic=TrafficSummary(
+            traffic.name, traffic.source, len(traffic.sessions), _steps(req, traffic), traffic.ignore_eos
+        ),
         layouts=tuple(layouts),
         vllm={"version": api.version, "distribution": api.distribution, "scheduler": _scheduler_class(layouts)},
         wall_s=time.monotonic() - t0,
@@ -158,8 +166,8 @@ def _not_loading(preq: PlanRequest, err: InputError | UsageError) -> LayoutForec
     return LayoutForecast(
         layout=layout.label,
         engines=preq.dp or 1,
-        plan={"model": preq.model, "gpu": preq.gpu, "gpus": preq.gpus},
-        engine={},
+        plan=PlanSummary(model=preq.model, gpu=preq.gpu, gpus=preq.gpus),
+        engine=None,
         rungs=(),
         knee=Knee(None, "does_not_load", None),
         error=err.one_line(),
@@ -167,7 +175,7 @@ def _not_loading(preq: PlanRequest, err: InputError | UsageError) -> LayoutForec
 
 
 def _scheduler_class(layouts: list[LayoutForecast]) -> str:
-    return next(str(lay.engine["scheduler"]) for lay in layouts if lay.engine)
+    return next(lay.scheduler for lay in layouts if lay.scheduler)
 
 
 def _steps(req: ForecastRequest, traffic: Traffic) -> int:
@@ -176,7 +184,7 @@ def _steps(req: ForecastRequest, traffic: Traffic) -> int:
 
 
 def _layout(req: ForecastRequest, p: Plan, traffic: Traffic, model: StepTimeModel, budget: Budget) -> LayoutForecast:
-    lanes = [Lane(i, build_engine(p)) for i in range(p.layout.dp)]
+    lanes = [Lane(i, build_engine(p, req.prefix_cache_retention_interval)) for i in range(p.layout.dp)]
     router = DpRouter(len(lanes))
     lockstep = len(lanes) > 1 and p.model.moe is not None
     head = shared_head(traffic)
@@ -185,11 +193,9 @@ def _layout(req: ForecastRequest, p: Plan, traffic: Traffic, model: StepTimeMode
         steps = _steps(req, traffic)
         return Rung(lanes, router, lockstep, traffic, model, head, c, steps, req.slos, now_s, spread_s)
 
-    # The ladder reaches its rungs on a server that has just run session 0's steps (agent_steps):
-    # the same warm-up here, unrecorded, so the prefix cache starts as it does there.
-    warm = Rung(lanes, router, lockstep, traffic, model, head, 1, _steps(req, traffic), {}, 0.0)
-    warm.run(budget, "warmup")
-    now_s = warm.now_s  # one clock for all rungs, as one server's
+    # The ladder reaches its rungs on a server that has just run session 0's steps and the history
+    # doubling: the same warm-up here, unrecorded, so the prefix cache starts as it does there.
+    now_s = warm_up(lanes, router, lockstep, traffic, model, head, _steps(req, traffic), budget)
     done: dict[int, RungForecast] = {}
 
     def run(c: int) -> RungForecast:
@@ -211,15 +217,16 @@ def _layout(req: ForecastRequest, p: Plan, traffic: Traffic, model: StepTimeMode
         layout=p.layout.label,
         engines=len(lanes),
         plan=_plan_summary(p, engine),
-        engine={**engine.settings.to_dict(), "scheduler": engine.scheduler_class},
+        engine=engine.settings,
         rungs=tuple(rungs),
         knee=knee_of(rungs),
         notes=tuple(_layout_notes(p, engine, lockstep)),
-        step_time=model.to_dict(),
+        step_time=model,
+        scheduler=engine.scheduler_class,
     )
 
 
-def _bisect(done: dict[int, RungForecast], run: Any) -> None:
+def _bisect(done: dict[int, RungForecast], run: Callable[[int], RungForecast]) -> None:
     """Between the highest good rung below the first bad one and that bad one, as the ladder does."""
     while True:
         knee = knee_of(list(done.values()))
@@ -232,24 +239,27 @@ def _bisect(done: dict[int, RungForecast], run: Any) -> None:
             return
 
 
-def _plan_summary(p: Plan, engine: Engine) -> dict[str, Any]:
-    return {
-        "model": p.model.name,
-        "gpu": p.gpu.name,
-        "gpus": p.layout.gpus,
-        "vllm_accounting": ".".join(str(x) for x in p.behaviour.version),
-        "num_blocks": p.capacity.num_blocks,
-        "block_size": p.kv.block_size,
-        "kv_cache_tokens": p.capacity.kv_cache_tokens,
-        "vllm_kv_cache_tokens": engine.vllm_kv_cache_tokens,
-        "kv_groups": list(engine.group_kinds),
-        "scheduler_block_size": engine.scheduler_block_size,
-        "hash_block_size": engine.hash_block_size,
-    }
+def _plan_summary(p: Plan, engine: Engine) -> PlanSummary:
+    return PlanSummary(
+        model=p.model.name,
+        gpu=p.gpu.name,
+        gpus=p.layout.gpus,
+        vllm_accounting=".".join(str(x) for x in p.behaviour.version),
+        num_blocks=p.capacity.num_blocks,
+        block_size=p.kv.block_size,
+        kv_cache_tokens=p.capacity.kv_cache_tokens,
+        vllm_kv_cache_tokens=engine.vllm_kv_cache_tokens,
+        kv_groups=list(engine.group_kinds),
+        scheduler_block_size=engine.scheduler_block_size,
+        hash_block_size=engine.hash_block_size,
+    )
 
 
 def _layout_notes(p: Plan, engine: Engine, lockstep: bool) -> list[str]:
-    notes = ["the prefix cache starts warm with session 0's steps, as the ladder's rungs start after its agent_steps"]
+    notes = [
+        "the prefix cache starts warm with session 0's steps and its last step's history doubled, as the "
+        "ladder's rungs start after its agent_steps and history_doubling"
+    ]
     if engine.vllm_kv_cache_tokens != p.capacity.kv_cache_tokens:
         notes.append(
             f"vLLM's own capacity for this KV config is {engine.vllm_kv_cache_tokens:,} tokens, the plan says "

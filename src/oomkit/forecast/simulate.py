@@ -17,11 +17,13 @@ from typing import Any
 
 from oomkit.forecast.engine import Engine
 from oomkit.forecast.lanes import Lane, group_clock, groups_of, runnable, wake
+from oomkit.forecast.minutes import MinuteTally
 from oomkit.forecast.result import RungForecast, regime_of
 from oomkit.forecast.router import DpRouter
+from oomkit.forecast.scrape import GaugeScrapes
 from oomkit.forecast.steptime import StepLoad, StepTimeModel
 from oomkit.forecast.tokens import OUTPUT_TOKEN_ID, SessionTokens, session_tokens
-from oomkit.forecast.traffic import Traffic
+from oomkit.forecast.traffic import AgentStep, Traffic
 from oomkit.loadrun.stats import percentile
 
 SLO_SHARE = 0.95  # as the ladder: a rung breaches its SLOs when fewer than 95% of requests meet them
@@ -95,6 +97,10 @@ class Rung:
     api_free_s: float = 0.0
     steps: int = 0
     stop_note: str | None = None
+    scrapes: GaugeScrapes | None = None
+    """What a once-a-second /metrics scraper reads of the KV usage gauge during the rung."""
+    minutes: MinuteTally | None = None
+    """Figures per minute of the window, for sessions spread over one (`spread_s` > 0)."""
 
     @property
     def engine(self) -> Engine:
@@ -104,6 +110,8 @@ class Rung:
         wall0, start_s = time.monotonic(), self.now_s
         for lane in self.lanes:  # one clock for all rungs, as one deployment's
             lane.clock_s = max(lane.clock_s, self.now_s)
+        self.scrapes = GaugeScrapes.opened(self.now_s, self._gauge())
+        self.minutes = MinuteTally(self.now_s) if self.spread_s > 0 else None
         for i in range(self.concurrency):
             self.agents.append(session_tokens(self.traffic, i, self.head))
             self.next_step.append(0)
@@ -149,11 +157,10 @@ class Rung:
         arrived_s = self.api_free_s = self._next_arrival_s()
         sent_s, _, agent = heapq.heappop(self.arrivals)
         k = self.next_step[agent]
-        prompt = self.agents[agent].prompt(k)
+        prompt, step = self._request(agent, k)
         if len(prompt) >= st.max_model_len:  # vLLM's API rejects it (renderers/params.py, HTTP 400)
             self._error(agent, "context_length")
             return
-        step = self.agents[agent].shape.steps[k]
         max_tokens = min(step.output_tokens, st.max_model_len - len(prompt))  # get_max_tokens clamps
         params = api.sampling.SamplingParams(max_tokens=max(1, max_tokens), ignore_eos=True)
         req_id = f"{label}-a{agent}-s{k}-{self.seq}"
@@ -165,6 +172,11 @@ class Rung:
         self.lanes[i].pending.append(request)
         self.live[req_id] = _Track(agent, i, sent_s, request)
         self.seq += 1
+
+    def _request(self, agent: int, k: int) -> tuple[list[int], AgentStep]:
+        """The prompt (token ids) and step of the agent's k-th request: its session's step k."""
+        tokens = self.agents[agent]
+        return tokens.prompt(k), tokens.shape.steps[k]
 
     def _step(self, group: list[Lane], start_s: float) -> bool:
         """One step of a lane, or of all lanes in lockstep: it lasts as long as the slowest."""
@@ -193,7 +205,10 @@ class Rung:
                 if eco.scheduler_stats is not None:
                     self._stats(lane, eco.scheduler_stats)
             lane.after = lane.counts()
-        self.tally.waiting_max = max(self.tally.waiting_max, sum(lane.waiting for lane in self.lanes))
+        waiting = sum(lane.waiting for lane in self.lanes)
+        self.tally.waiting_max = max(self.tally.waiting_max, waiting)
+        if self.minutes is not None:
+            self.minutes.step(end_s, self._gauge(), waiting, 0, 0)
         self.steps += 1
         return True
 
@@ -233,6 +248,8 @@ class Rung:
                 self.tally.itl_ms.append((t - tr.last_s) * 1000)
             tr.last_s = t
             self.tally.output_tokens += new
+            if self.minutes is not None:
+                self.minutes.tokens(t, new)
         if finished:
             self._finish(req_id, tr)
 
@@ -246,6 +263,8 @@ class Rung:
         tally.ttft_ms.append(ttft_ms)
         tally.latency_ms.append(latency_ms)
         tally.slo_met += _meets(self.slos, ttft_ms, latency_ms, tr.request.num_output_tokens)
+        if self.minutes is not None:
+            self.minutes.finished(self.now_s, ttft_ms, latency_ms, tr.request.num_preemptions)
         self.next_step[tr.agent] += 1
         if self.next_step[tr.agent] < self.steps_per_session:
             self._send(tr.agent, self.now_s)
@@ -255,14 +274,25 @@ class Rung:
         self.tally.requests += 1
         self.tally.errors += 1
         self.tally.errors_by_kind[kind] = self.tally.errors_by_kind.get(kind, 0) + 1
+        if self.minutes is not None:
+            self.minutes.failed(self.now_s)
 
     def _stats(self, lane: Lane, stats: Any) -> None:
-        tally = self.tally
-        tally.max_kv_usage = max(tally.max_kv_usage, float(stats.kv_cache_usage))  # the fullest engine's
+        tally, usage = self.tally, float(stats.kv_cache_usage)
+        if self.scrapes is not None and self.scrapes.due(self.now_s):
+            self.scrapes.read_until(self.now_s, self._gauge())  # before this step's value is set
+        lane.kv_usage = usage
+        tally.max_kv_usage = max(tally.max_kv_usage, usage)  # the fullest engine's
         lane.waiting = int(stats.num_waiting_reqs) + int(stats.num_skipped_waiting_reqs)
         pcs = stats.prefix_cache_stats
         tally.prefix_queries += int(pcs.queries)
         tally.prefix_hits += int(pcs.hits)
+        if self.minutes is not None:
+            self.minutes.step(self.now_s, usage, 0, int(pcs.queries), int(pcs.hits))
+
+    def _gauge(self) -> float:
+        """The fullest engine's KV usage gauge now (vLLM's /metrics has one per engine)."""
+        return max(lane.kv_usage for lane in self.lanes)
 
     def _fail_stalled(self) -> None:
         """vLLM scheduled nothing and nothing will arrive: what waits can never be admitted."""
@@ -293,6 +323,7 @@ class Rung:
         t = self.tally
         verdict = _verdict(t, self.slos, cut=self.stop_note is not None and not t.errors)
         notes = (self.stop_note,) if self.stop_note else ()
+        sampled = self.scrapes.closed(self.now_s, self._gauge()) if self.scrapes else t.max_kv_usage
         return RungForecast(
             concurrency=self.concurrency,
             verdict=verdict,
@@ -301,6 +332,7 @@ class Rung:
             errors=t.errors,
             preemptions=t.preemptions,
             max_kv_usage=t.max_kv_usage,
+            max_kv_usage_sampled=sampled,
             waiting_max=t.waiting_max,
             prefix_hit_rate=t.prefix_hits / t.prefix_queries if t.prefix_queries else None,
             ttft_ms_p50=percentile(t.ttft_ms, 50),
@@ -316,6 +348,7 @@ class Rung:
             wall_s=wall_s,
             errors_by_kind=dict(t.errors_by_kind),
             notes=notes,
+            minutes=self.minutes.results() if self.minutes is not None else (),
         )
 
 

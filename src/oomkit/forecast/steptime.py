@@ -5,12 +5,13 @@ constant is stated in the output. `calibrated` (forecast.calibrate) is fitted on
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
 from oomkit.errors import UsageError
 from oomkit.plan import Plan
 from oomkit.plan.weights import param_groups
+from oomkit.serial import JsonObject, to_json_object
 
 # Stated assumptions of the roofline (all in the JSON under step_time.assumptions).
 HBM_EFFICIENCY = 0.8  # share of datasheet bandwidth a decode step reaches (memory-bound kernels)
@@ -72,7 +73,7 @@ class StepTimeModel(Protocol):
 
     def step_s(self, load: StepLoad) -> float: ...
 
-    def to_dict(self) -> dict[str, Any]: ...
+    def to_dict(self) -> JsonObject: ...
 
 
 @dataclass(frozen=True)
@@ -119,8 +120,8 @@ class Roofline:
             out += self.moe_layers * (size * (1 - 1 / self.ep_ranks) / self.link_bytes_per_s)
         return out
 
-    def to_dict(self) -> dict[str, Any]:
-        out = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+    def to_dict(self) -> JsonObject:
+        out: JsonObject = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in to_json_object(self).items()}
         out["assumptions"] = {
             "hbm_efficiency": HBM_EFFICIENCY,
             "mfu": MFU,

@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from oomkit.forecast.result import LayoutForecast
+from oomkit.forecast.result import LayoutForecast, PlanSummary
 from oomkit.forecast.run import ForecastRequest, forecast_layout
 from oomkit.forecast.simulate import Budget
 from oomkit.forecast.steptime import StepTimeModel
@@ -57,8 +57,8 @@ def _failed(cell: LayoutCell, outcome: CellOutcome) -> LayoutForecast:
     return LayoutForecast(
         layout=Layout(tp=preq.tp or 1, pp=preq.pp or 1, dp=preq.dp or 1, ep=preq.ep).label,
         engines=preq.dp or 1,
-        plan={"model": preq.model, "gpu": preq.gpu, "gpus": preq.gpus},
-        engine={},
+        plan=PlanSummary(model=preq.model, gpu=preq.gpu, gpus=preq.gpus),
+        engine=None,
         rungs=(),
         knee=Knee(None, FAILED, None),
         notes=(f"the cell ran on {outcome.worker} for {outcome.wall_s:.1f} s",),

@@ -41,6 +41,8 @@ class SessionTokens:
     history: array[int] = field(default_factory=lambda: array("H"))
     """Codes, 2 bytes a token: 1,000 live sessions of 64k tokens stay at 128 MB here."""
     steps_added: int = 0
+    base_tokens: int = 0
+    """Where the history after the task starts (template head, system prompt, tools, task before it)."""
 
     @property
     def shape(self) -> SessionShape:
@@ -58,12 +60,24 @@ class SessionTokens:
             codes = codes[:measured] + part_codes(f"s{self.index}:tail{step}", measured - len(codes))
         return ids_of(codes)
 
+    def scaled_prompt(self, step: int, factor: int) -> list[int]:
+        """The ladder's history doubling of agent step `step` (oomkit.loadrun.history.scaled): its
+        history after the task sent `factor` times. The copies after the first get ids of their own:
+        block hashes are chained, so nothing after the first copy can hit a cached block anyway."""
+        prompt = self.prompt(step)
+        end = len(self.history)
+        extra = (factor - 1) * (end - self.base_tokens)
+        if extra <= 0:
+            return prompt
+        return prompt[:end] + ids_of(part_codes(f"s{self.index}:step{step}:x{factor}", extra)) + prompt[end:]
+
     def _grow_to(self, step: int) -> None:
         t, shape = self.traffic, self.shape
         if not self.history:
             own = part_codes(f"s{self.index}:system", shape.system_own_tokens)
             task = part_codes(f"s{self.index}:task", t.template_message_tokens + shape.task_tokens)
             self.history = self.shared_head + own + task
+            self.base_tokens = len(self.history)
         while self.steps_added < step:
             j = self.steps_added
             added = 2 * t.template_message_tokens + shape.steps[j].adds_history_tokens

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from oomkit.errors import InputError
 from oomkit.loadrun.prepare import is_request_set
+from oomkit.serial import Json
 from oomkit.workload.requestset import RequestSet, SetRequest, read_request_set
 from oomkit.workload.spec import DEFAULT_WORKLOAD, TokenSize, Workload, load_workload, parse_workload
 
@@ -104,7 +105,7 @@ def from_request_set(rs: RequestSet, source: str) -> Traffic:
     if not sessions:
         raise InputError(f"{source}: the request set has no agent sessions", hint="materialise a workload with steps")
     workload = rs.header.get("workload") or {}
-    reuse = float(workload.get("prefix_reuse", 1.0)) if isinstance(workload, dict) else 1.0
+    reuse = _number(workload.get("prefix_reuse"), 1.0) if isinstance(workload, dict) else 1.0
     first = sessions[0][0].sizes
     system = int(first.get("system_instruction", 0)) + int(first.get("format_rules", 0))
     shared = round(reuse * system)
@@ -126,11 +127,16 @@ def _measured_session(steps: list[SetRequest], own: int) -> SessionShape:
             AgentStep(
                 int(req.sizes.get("workflow_metadata", 0)),
                 added,
-                int(req.body.get("max_tokens") or 0),
+                int(_number(req.body.get("max_tokens"), 0)),
                 int(prompt) if prompt is not None else None,
             )
         )
     return SessionShape(own, int(steps[0].sizes.get("user_task", 0)), tuple(out))
+
+
+def _number(value: Json, default: float) -> float:
+    """A number of a request set's JSON (header or body), else the default."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
 
 
 def _template_fit(sessions: list[list[SetRequest]]) -> tuple[int, int]:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any, TypedDict
+from dataclasses import dataclass, field
+from typing import TypedDict, TypeVar
 
+from oomkit.fsio import from_fields, json_list, json_object
 from oomkit.loadrun.engine import Window
 from oomkit.loadrun.failure import Failure
 from oomkit.loadrun.stats import percentile
@@ -64,17 +65,15 @@ class StepResult:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> StepResult:
+    def from_dict(cls, d: JsonObject) -> StepResult:
         """A steps.jsonl line (or a step of ladder.json) as the StepResult that wrote it."""
-        kept = {f.name: d[f.name] for f in fields(cls) if f.name in d}
         failure = d.get("failure")
-        return cls(
-            **{
-                **kept,
-                "notes": tuple(d.get("notes") or ()),
-                "detail": dict(d.get("detail") or {}),
-                "failure": Failure(**failure) if isinstance(failure, dict) else None,
-            }
+        return from_fields(
+            cls,
+            d,
+            notes=tuple(str(n) for n in json_list(d.get("notes"))),
+            detail=dict(json_object(d.get("detail"))),
+            failure=from_fields(Failure, failure) if isinstance(failure, dict) else None,
         )
 
 
@@ -84,16 +83,19 @@ def server_died(failure: Failure | None) -> bool:
     return failure is not None and failure.kind == "engine_dead"
 
 
-def _round(v: Any) -> Any:
+N = TypeVar("N", int, float)
+
+
+def _round(v: float | None) -> float | None:
     return round(v, 3) if isinstance(v, float) else v
 
 
-def _max(values: list[Any]) -> Any:
+def _max(values: list[N | None]) -> N | None:
     seen = [v for v in values if v is not None]
     return max(seen) if seen else None
 
 
-def _sum(values: list[Any]) -> Any:
+def _sum(values: list[float | None]) -> float | None:
     seen = [v for v in values if v is not None]
     return sum(seen) if seen else None
 

@@ -7,22 +7,22 @@ server died under is recorded but not finished: it runs again."""
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import cast
 
 from oomkit.client.records import RequestRecord
+from oomkit.fsio import from_fields, json_object
 from oomkit.ladder.result import ContextLimit, StepResult
 from oomkit.loadrun.engine import Window
 from oomkit.loadrun.knee import Knee, Rung
 from oomkit.loadrun.resume import attempt_of, record_from_dict
 from oomkit.metrics.deltas import MetricDeltas
 from oomkit.rundir import RunDir
-from oomkit.serial import JsonObject
+from oomkit.serial import Json, JsonObject
 from oomkit.workload.requestset import RequestSet, SetRequest
 
 STEPS_FILE, RUNGS_FILE = "steps.jsonl", "rungs.jsonl"
 SENT_STEPS = ("short_request", "tool_call", "agent_steps")
-_DELTA_FIELDS = {f.name for f in fields(MetricDeltas)}
 
 
 @dataclass(frozen=True)
@@ -62,10 +62,11 @@ def read_done(run: RunDir, rs: RequestSet) -> Done:
             records[(rec.label, attempt_of(line))].append(rec)
     steps: dict[str, tuple[StepResult, int]] = {}
     for line in run.read_jsonl(STEPS_FILE):
-        if isinstance(line.get("name"), str) and line["name"] not in steps:
+        name = line.get("name")
+        if isinstance(name, str) and name not in steps:
             step = StepResult.from_dict(line)
             if not step.server_died:  # the server died under it: no result, it runs again
-                steps[line["name"]] = (step, attempt_of(line))
+                steps[name] = (step, attempt_of(line))
     by_id = {r.id: r for r in rs.requests}
     sent = {
         name: [(by_id[r.request_id], r) for r in records[(name, attempt)] if r.request_id in by_id]
@@ -87,18 +88,22 @@ def read_done(run: RunDir, rs: RequestSet) -> Done:
 def _rungs(run: RunDir, records: dict[tuple[str, int], list[RequestRecord]]) -> dict[int, tuple[Rung, Window]]:
     out: dict[int, tuple[Rung, Window]] = {}
     for line in run.read_jsonl(RUNGS_FILE):
-        w = line.get("window") or {}
-        c = line.get("concurrency")
+        w = json_object(line.get("window"))
+        c, label, peak = line.get("concurrency"), w.get("label"), w.get("peak_memory_bytes")
         if not isinstance(c, int) or c in out or "label" not in w:
             continue
-        deltas = MetricDeltas(**{k: v for k, v in (w.get("deltas") or {"scrapes": 0}).items() if k in _DELTA_FIELDS})
+        deltas = from_fields(MetricDeltas, json_object(w.get("deltas") or {"scrapes": 0}))
         window = Window(
-            w["label"],
-            tuple(records[(w["label"], attempt_of(line))]),
+            str(label),
+            tuple(records[(str(label), attempt_of(line))]),
             deltas,
-            w.get("peak_memory_bytes"),
-            float(w.get("started_unix_s") or 0.0),
-            float(w.get("duration_s") or 0.0),
+            peak if isinstance(peak, int) else None,
+            _seconds(w.get("started_unix_s")),
+            _seconds(w.get("duration_s")),
         )
-        out[c] = (Rung(c, str(line.get("verdict")), dict(line.get("detail") or {})), window)
+        out[c] = (Rung(c, str(line.get("verdict")), json_object(line.get("detail"))), window)
     return out
+
+
+def _seconds(value: Json | None) -> float:
+    return float(value) if isinstance(value, int | float) else 0.0

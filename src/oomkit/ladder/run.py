@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 from oomkit.client.chat import ClientOptions
 from oomkit.errors import RunFailed
-from oomkit.fsio import write_json_atomic
+from oomkit.fsio import json_object, json_objects, write_json_atomic
 from oomkit.ladder.poc import Poc, build_poc
 from oomkit.ladder.result import ContextLimit, StepResult, server_died
 from oomkit.ladder.resume import RUNGS_FILE, STEPS_FILE, Done, read_done, window_line
@@ -72,15 +72,16 @@ class LadderResult(ResultHeader):
         return self.json_in_order(body, LADDER_KEYS)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], notes: tuple[str, ...] = ()) -> LadderResult:
+    def from_dict(cls, d: JsonObject, notes: tuple[str, ...] = ()) -> LadderResult:
         """ladder.json as the result that wrote it (`ran` False: read back, not run)."""
-        knee = d.get("knee") or {}
+        knee = json_object(d.get("knee"))
+        stopped_at = d.get("stopped_at")
         return cls(
             **header_from(d, notes),
-            steps=tuple(StepResult.from_dict(s) for s in d["steps"]),
+            steps=tuple(StepResult.from_dict(s) for s in json_objects(d["steps"])),
             knee=Knee.from_dict(knee) if knee and knee.get("reason") != "not reached" else None,
-            poc=cast(Poc, dict(d.get("poc") or {})),  # as build_poc wrote it
-            stopped_at=d.get("stopped_at"),
+            poc=cast(Poc, dict(json_object(d.get("poc")))),  # as build_poc wrote it
+            stopped_at=None if stopped_at is None else str(stopped_at),
         )
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from oomkit.client.records import RequestRecord
 from oomkit.errors import InputError
+from oomkit.fsio import json_object, json_objects
 from oomkit.ladder.result import ContextLimit, StepResult, from_windows, server_died
 from oomkit.loadrun.engine import Load, SessionBatch, Window
 from oomkit.loadrun.failure import classify, length_note
@@ -137,7 +138,8 @@ async def tool_call(ctx: Ctx) -> StepResult:
     windows, pairs = await _send_all(ctx, "tool_call", [probe])
     rec = pairs[0][1]
     check = rec.tool_check
-    strict = any((t.get("function") or {}).get("strict") for t in probe.body.get("tools", []))
+    tools = json_objects(probe.body.get("tools"))
+    strict = any(json_object(t.get("function")).get("strict") for t in tools)
     detail: JsonObject = {
         "valid": bool(check and check.valid),
         "problems": list(check.problems) if check else [],

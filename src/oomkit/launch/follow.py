@@ -8,10 +8,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING
 
 from oomkit.redact import redact
 from oomkit.serial import JsonObject
+
+if TYPE_CHECKING:
+    from oomkit.triage.model import TriageResult
 
 
 @dataclass(frozen=True)
@@ -56,8 +59,8 @@ class LogFollower:
     def current_phase(self) -> str | None:
         return self.phases[-1].phase if self.phases else None
 
-    def result(self) -> Any:
-        """The TriageResult of everything read so far."""
+    def result(self) -> TriageResult:
+        """The triage of everything read so far."""
         with self._lock:
             return self._triage.result()
 

@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from oomkit.errors import RunFailed
+from oomkit.fsio import json_list, json_object
 from oomkit.launch.memory import _psutil
 from oomkit.launch.profile import Profile
 from oomkit.launch.server import Event, LaunchFailed, LaunchResult, Server, StopRequested, launched
 from oomkit.rundir import FINAL_STATES, RunDir, find_run
-from oomkit.serial import JsonObject
+from oomkit.serial import Json, JsonObject
 
 STOP_WAIT_EXTRA_S = 20.0  # on top of the profile's stop_timeout_s: group kill and verification
 
@@ -81,26 +82,29 @@ def stop_run(ref: str | Path, runs_dir: str | Path = "runs") -> StopOutcome:
     is finalised by its owner); if that oomkit is gone, the server's group is killed from here."""
     run = find_run(ref, runs_dir)
     manifest = run.manifest()
-    if manifest.get("state") in FINAL_STATES:
-        return StopOutcome(run.path, manifest["state"], "already-ended", ())
+    if run.state in FINAL_STATES:
+        return StopOutcome(run.path, run.state, "already-ended", ())
     owner = _live(manifest.get("oomkit_pid"), manifest.get("oomkit_create_time"))
-    wait_s = float(manifest.get("profile", {}).get("stop_timeout_s", 30.0)) + STOP_WAIT_EXTRA_S
+    stop_timeout_s = json_object(manifest.get("profile")).get("stop_timeout_s", 30.0)
+    wait_s = float(stop_timeout_s if isinstance(stop_timeout_s, int | float) else 30.0) + STOP_WAIT_EXTRA_S
     if owner is not None:
         owner.send_signal(signal.SIGTERM)
         state = _wait_final(run, wait_s)
         if state in FINAL_STATES:
-            stop = run.manifest().get("stop") or {}
-            return StopOutcome(run.path, state, "signalled-owner", tuple(stop.get("survivors") or ()))
+            stop = json_object(run.manifest().get("stop"))
+            survivors = tuple(p for p in json_list(stop.get("survivors")) if isinstance(p, int))
+            return StopOutcome(run.path, state, "signalled-owner", survivors)
     return _kill_orphaned_server(run, manifest)
 
 
-def _live(pid: Any, create_time: Any) -> Any:
+def _live(pid: Json | None, create_time: Json | None) -> Any:
+    """The psutil.Process of `pid` when it still runs and is the process recorded, else None."""
     psutil = _psutil()
     if not isinstance(pid, int):
         return None
     try:
         proc = psutil.Process(pid)
-        if create_time is not None and abs(proc.create_time() - float(create_time)) > 1.0:
+        if isinstance(create_time, int | float) and abs(proc.create_time() - float(create_time)) > 1.0:
             return None  # the pid was reused by an unrelated process
         return proc if proc.is_running() else None
     except psutil.Error:
@@ -111,17 +115,18 @@ def _wait_final(run: RunDir, wait_s: float) -> str:
     deadline = time.monotonic() + wait_s
     state = run.state
     while time.monotonic() < deadline:
-        state = run.reload()["state"]
+        run.reload()
+        state = run.state
         if state in FINAL_STATES:
             return state
         time.sleep(0.25)
     return state
 
 
-def _kill_orphaned_server(run: RunDir, manifest: dict[str, Any]) -> StopOutcome:
+def _kill_orphaned_server(run: RunDir, manifest: JsonObject) -> StopOutcome:
     from oomkit.launch.runner import group_members
 
-    server = manifest.get("server") or {}
+    server = json_object(manifest.get("server"))
     root = _live(server.get("pid"), server.get("create_time"))
     pgid = server.get("pgid")
     targets = [root] if root else []

@@ -9,6 +9,7 @@ import os
 import re
 import shlex
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,7 +27,8 @@ TESTBED_PREFIX = "testbed:"
 RESERVED_ARGS = {"model": "model", "model_tag": "model"}
 # Environment the server always gets unless the profile sets it: log lines arrive as printed.
 BASE_ENV = {"PYTHONUNBUFFERED": "1"}
-ArgValue = bool | int | float | str | list[bool | int | float | str] | dict[str, Any]
+ArgValue = bool | int | float | str | list[bool | int | float | str] | Mapping[str, object]
+"""What `_args_names` lets through: a scalar, a list of scalars, or a mapping vLLM reads as JSON."""
 _SCALARS = (bool, int, float, str)
 
 
@@ -65,6 +67,8 @@ class Profile(BaseModel):
     port: int | Literal["auto"] = Field(default=8000, description="TCP port, or auto for a free one")
     start_timeout_s: float = Field(default=600.0, gt=0)
     stop_timeout_s: float = Field(default=30.0, gt=0)
+    # Any for pydantic: `_args_names` checks the values (ArgValue); a typed field would make pydantic
+    # validate nested YAML again and refuse what vLLM's JSON args take today (an int key, a date).
     args: dict[str, Any] = Field(default_factory=dict, description="vLLM arguments by flag name")
     env: dict[str, str] = Field(default_factory=dict)
     source: str | None = Field(default=None, exclude=True, description="the file this profile came from")
@@ -91,7 +95,7 @@ class Profile(BaseModel):
     def _args_names(cls, value: Any) -> Any:
         if not isinstance(value, dict):
             return value
-        out: dict[str, Any] = {}
+        out: dict[str, ArgValue] = {}
         for key, val in value.items():
             name = arg_name(str(key))
             if name in RESERVED_ARGS:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from oomkit.fsio import json_list, json_objects
 from oomkit.launch.server import Event, LaunchResult
 from oomkit.redact import redact
 from oomkit.serial import Json
@@ -43,8 +44,10 @@ def render_result(result: LaunchResult, request: Json = None) -> str:
     verdict = result.verdict or {}
     if verdict and (not result.ready or verdict.get("phase") not in ("healthy", None)):
         lines.append(f"verdict: {verdict.get('phase')} ({verdict.get('confidence')}): {verdict.get('summary')}")
-        lines += [f"  {e.get('file')}:{e.get('line')}: {e.get('text')}" for e in verdict.get("evidence", [])[:3]]
-        lines += [f"  next: {a}" for a in verdict.get("advice", [])[:2]]
+        lines += [
+            f"  {e.get('file')}:{e.get('line')}: {e.get('text')}" for e in json_objects(verdict.get("evidence"))[:3]
+        ]
+        lines += [f"  next: {a}" for a in json_list(verdict.get("advice"))[:2]]
     figures = {k: v for k, v in (result.figures or {}).items() if v is not None}
     if "estimated_max_model_len" in figures:
         lines.append(f"vLLM's estimated maximum model length: {figures['estimated_max_model_len']}")

@@ -10,9 +10,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oomkit.errors import RunFailed
+from oomkit.fsio import json_object
 from oomkit.launch import preflight
 from oomkit.launch.follow import LogFollower, PhaseReached
 from oomkit.launch.memory import MemorySampler
@@ -21,6 +22,9 @@ from oomkit.launch.runner import ServerProcess, StopReport
 from oomkit.redact import redact_args
 from oomkit.rundir import RunDir, now_iso
 from oomkit.serial import Json, JsonObject, to_jsonable
+
+if TYPE_CHECKING:
+    from oomkit.triage.model import TriageResult
 
 POLL_INTERVAL_S = 0.5
 EOF_WAIT_S = 10.0  # after the server exits, how long to wait for the rest of its output
@@ -57,8 +61,9 @@ class LaunchResult:
     ready_s: float | None
     base_url: str
     phases: tuple[PhaseReached, ...]
-    verdict: dict[str, Any]
-    figures: dict[str, Any]
+    verdict: JsonObject
+    """The triage verdict of the server log, as triage's JSON has it."""
+    figures: JsonObject
     peak_memory_bytes: dict[str, int]
     memory_source: str
     stop: StopReport | None
@@ -123,8 +128,8 @@ class Server:
     def alive(self) -> bool:
         return bool(self._proc and self._proc.alive())
 
-    def triage(self) -> Any:
-        """The TriageResult of the server log so far."""
+    def triage(self) -> TriageResult:
+        """The triage of the server log so far."""
         assert self._follower is not None, "the server was not started"
         return self._follower.result()
 
@@ -271,6 +276,7 @@ class Server:
 
     def _build_result(self, state: str, reason: str | None, error: str | None, stop: StopReport | None) -> LaunchResult:
         triage = self._follower.result().to_dict() if self._follower else {}
+        facts = json_object(triage.get("facts"))
         return LaunchResult(
             run_dir=self.run.path,
             state=state,
@@ -279,8 +285,8 @@ class Server:
             ready_s=self.ready_s,
             base_url=self.base_url,
             phases=tuple(self._follower.phases) if self._follower else (),
-            verdict=triage.get("verdict", {}),
-            figures=triage.get("facts", {}).get("figures", {}),
+            verdict=json_object(triage.get("verdict")),
+            figures=json_object(facts.get("figures")),
             peak_memory_bytes=self._sampler.peaks.primary() if self._sampler else {},
             memory_source=self._sampler.source if self._sampler else "none",
             stop=stop,
@@ -302,7 +308,7 @@ class Server:
     def _vllm_version(self) -> str | None:
         if not self._follower:
             return None
-        return self._follower.result().to_dict().get("facts", {}).get("vllm_version")
+        return self._follower.result().facts.vllm_version
 
 
 def _cpu_s() -> float:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from oomkit.client.probe import health
 from oomkit.client.records import RequestRecord
+from oomkit.fsio import json_object, json_objects
 from oomkit.loadrun.target import Target
 from oomkit.metrics.deltas import MetricDeltas
 from oomkit.serial import JsonObject
@@ -94,12 +94,15 @@ def from_client(first: RequestRecord, base_url: str, deltas: MetricDeltas | None
     return Failure(kind, phase, reason, "client", first.request_id, evidence)
 
 
-def _settled_verdict(target: Target, wait_s: float) -> dict[str, Any]:
-    """The triage verdict, waiting up to `wait_s` for the log follower to read the lines that
-    explain a death (the client sees the HTTP 500 before the log's last lines are read)."""
+def _settled_verdict(target: Target, wait_s: float) -> JsonObject:
+    """The triage verdict (as triage's JSON has it), waiting up to `wait_s` for the log follower
+    to read the lines that explain a death (the client sees the HTTP 500 before the log's last
+    lines are read)."""
+    if target.triage is None:
+        raise ValueError("no server log: the server was not launched by oomkit")
     deadline = time.monotonic() + wait_s
     while True:
-        verdict = target.triage().to_dict().get("verdict", {})  # type: ignore[misc]
+        verdict = json_object(target.triage().to_dict().get("verdict"))
         if _explains(verdict) or time.monotonic() >= deadline:
             return verdict
         time.sleep(0.25)
@@ -124,13 +127,13 @@ def from_log(
         return client  # the log says nothing more than the client saw
     # "unknown" from the log (e.g. a worker killed from outside) still explains more than the
     # client can; the client's prefill/decode reading is then the better phase.
-    phase = client.phase if verdict.get("phase") == "unknown" else verdict["phase"]
+    phase = client.phase if verdict.get("phase") == "unknown" else str(verdict["phase"])
     summary = verdict.get("summary") or client.reason
-    evidence = list(verdict.get("evidence") or []) + client.evidence
+    evidence = json_objects(verdict.get("evidence")) + client.evidence
     return Failure(client.kind, phase, f"{summary} ({client.kind})", "server log", first.request_id, evidence)
 
 
-def _explains(verdict: dict[str, Any]) -> bool:
+def _explains(verdict: JsonObject) -> bool:
     return verdict.get("phase") not in ("healthy", None) and bool(verdict.get("evidence"))
 
 

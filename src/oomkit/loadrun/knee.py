@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from oomkit.serial import JsonObject
 
@@ -35,9 +34,14 @@ class Knee:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Knee:
+    def from_dict(cls, d: Mapping[str, object]) -> Knee:
         """A recorded knee (ladder.json, steps.jsonl) as the Knee that wrote it."""
-        return cls(d.get("concurrency"), str(d.get("reason") or ""), d.get("last_good"))
+        concurrency, last_good = d.get("concurrency"), d.get("last_good")
+        return cls(
+            concurrency if isinstance(concurrency, int) else None,
+            str(d.get("reason") or ""),
+            last_good if isinstance(last_good, int) else None,
+        )
 
 
 async def find_knee(

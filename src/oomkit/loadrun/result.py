@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
+from oomkit.fsio import from_fields, json_list, json_object
 from oomkit.loadrun.engine import SessionOutcome
 from oomkit.loadrun.failure import Failure
 from oomkit.serial import JsonObject
@@ -60,18 +61,18 @@ class HeaderFields(TypedDict):
     ran: bool
 
 
-def header_from(d: dict[str, Any], notes: tuple[str, ...] = ()) -> HeaderFields:
+def header_from(d: JsonObject, notes: tuple[str, ...] = ()) -> HeaderFields:
     """A result file's header as keyword arguments for the result class that wrote it (`ran`
     False: read back, not run); `notes` are appended to the recorded ones."""
     failure = d.get("failure")
     return {
-        "run_dir": Path(d["run_dir"]),
-        "request_set_id": d.get("request_set_id", ""),
-        "failure": Failure(**failure) if isinstance(failure, dict) else None,
+        "run_dir": Path(str(d["run_dir"])),
+        "request_set_id": str(d.get("request_set_id", "")),
+        "failure": from_fields(Failure, failure) if isinstance(failure, dict) else None,
         "interrupted": bool(d.get("interrupted")),
         "memory_source": str(d.get("memory_source") or ""),
-        "target": dict(d.get("target") or {}),
-        "notes": tuple(d.get("notes") or ()) + notes,
+        "target": dict(json_object(d.get("target"))),
+        "notes": tuple(str(n) for n in json_list(d.get("notes"))) + notes,
         "ran": False,
     }
 

@@ -18,11 +18,12 @@ from typing import Any
 
 from oomkit.client.records import RequestRecord, ToolCall, ToolCheck
 from oomkit.errors import InputError
+from oomkit.fsio import D, from_fields, json_list, json_object, json_objects
 from oomkit.loadrun.prepare import REQUEST_SET_NOTE, TargetSpec, fit_to_target, is_request_set, request_set_for
 from oomkit.loadrun.target import Target
 from oomkit.rundir import RunDir, find_run, now_iso
 from oomkit.runs import own_create_time, owner_alive
-from oomkit.serial import JsonObject
+from oomkit.serial import Json, JsonObject
 from oomkit.workload.fit import DoesNotFit
 from oomkit.workload.requestset import RequestSet, read_request_set
 
@@ -73,7 +74,7 @@ def new_request_set(
     return rs, tuple(n for n in (note, fit_note) if n)
 
 
-def attempt_of(line: dict[str, Any]) -> int:
+def attempt_of(line: JsonObject) -> int:
     value = line.get("attempt")
     return value if isinstance(value, int) else 0
 
@@ -83,7 +84,7 @@ class ResumeJob:
     run: RunDir
     kind: str
     """ladder or bench: the manifest section (and the `<kind>_outcome` written when it ended)."""
-    section: dict[str, Any]
+    section: JsonObject
     attempt: int
     spec: TargetSpec
     """The recorded target; the API key is never recorded, so it comes from the command line or env."""
@@ -91,8 +92,8 @@ class ResumeJob:
     """The load had already ended (complete, or stopped by its own failure): nothing is run."""
     torn_lines_dropped: dict[str, int] = field(default_factory=dict)
 
-    def options(self, cls: type, given: Any, recorded: dict[str, Any]) -> Any:
-        return merge_options(cls, recorded, given, self.run.path)
+    def options(self, cls: type[D], given: D, recorded: Json | None) -> D:
+        return merge_options(cls, json_object(recorded), given, self.run.path)
 
     def request_set(self) -> RequestSet:
         rs = read_request_set(self.run.path / REQUEST_SET)
@@ -104,15 +105,20 @@ class ResumeJob:
             )
         return rs
 
-    def saved(self) -> dict[str, Any]:
+    def saved(self) -> JsonObject:
         """The result file (ladder.json, bench.json) of a load that had already finished."""
         path = self.run.path / f"{self.kind}.json"
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
+            saved = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:
             raise InputError(
                 f"{path}: the {self.kind} finished but its result cannot be read ({err})", hint="start a new run"
             ) from err
+        if not isinstance(saved, dict):
+            raise InputError(
+                f"{path}: the {self.kind} finished but its result is not a JSON object", hint="start a new run"
+            )
+        return saved
 
     def finished_note(self) -> tuple[str, ...]:
         return (f"{self.run.path}: the {self.kind} had already finished; nothing was sent",)
@@ -125,14 +131,14 @@ class ResumeJob:
 
     def claim(self) -> None:
         self.torn_lines_dropped = drop_torn_tails(self.run.path)
-        entry = {
+        entry: JsonObject = {
             "attempt": self.attempt,
             "kind": self.kind,
             "at": now_iso(),
             "oomkit_pid": os.getpid(),
-            "torn_lines_dropped": self.torn_lines_dropped,
+            "torn_lines_dropped": {**self.torn_lines_dropped},
         }
-        resumes = list(self.run.manifest().get("resumes") or []) + [entry]
+        resumes = [*json_list(self.run.manifest().get("resumes")), entry]
         self.run.update(
             state="running",
             ended_at=None,
@@ -143,7 +149,7 @@ class ResumeJob:
 
     def attach(self, target: Target) -> RunDir:
         """Record which server this attempt loads; a launched one's folder points back here."""
-        resumes = self.run.manifest()["resumes"]
+        resumes = json_objects(self.run.manifest().get("resumes"))  # claim() wrote the last one
         resumes[-1].update(base_url=target.base_url, server_run=str(target.run_dir.path) if target.run_dir else None)
         self.run.update(resumes=resumes)
         if target.run_dir is not None:
@@ -171,7 +177,8 @@ def open_resume(ref: str, kind: str, given: TargetSpec, workload: str | None) ->
     run = find_run(ref, given.runs_dir)
     m = run.manifest()
     section = m.get(kind)
-    if not isinstance(section, dict) or not isinstance(section.get("spec"), dict):
+    recorded = section.get("spec") if isinstance(section, dict) else None
+    if not isinstance(section, dict) or not isinstance(recorded, dict):
         raise InputError(
             f"{run.path}: no `oomkit {kind}` run is recorded there (kind {m.get('kind')})",
             hint=f"give a folder made by `oomkit {kind}`; `oomkit runs` lists them",
@@ -182,12 +189,12 @@ def open_resume(ref: str, kind: str, given: TargetSpec, workload: str | None) ->
             hint="wait for it, or stop that process first",
         )
     _check_workload(run, section, workload)
-    spec = _target(run, section["spec"], given)
+    spec = _target(run, recorded, given)
     finished = m.get(f"{kind}_outcome") is not None
-    return ResumeJob(run, kind, section, len(m.get("resumes") or []) + 1, spec, finished)
+    return ResumeJob(run, kind, section, len(json_list(m.get("resumes"))) + 1, spec, finished)
 
 
-def _check_workload(run: RunDir, section: dict[str, Any], given: str | None) -> None:
+def _check_workload(run: RunDir, section: JsonObject, given: str | None) -> None:
     if given is None:
         return
     path = Path(given)
@@ -205,34 +212,36 @@ def _norm_url(url: str | None) -> str | None:
     return url.rstrip("/").removesuffix("/v1") if url else None
 
 
-def _target(run: RunDir, recorded: dict[str, Any], given: TargetSpec) -> TargetSpec:
-    url, profile = recorded.get("url"), recorded.get("profile")
+def _text(value: Json | None) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _target(run: RunDir, recorded: JsonObject, given: TargetSpec) -> TargetSpec:
+    url, profile, model, memory = (_text(recorded.get(k)) for k in ("url", "profile", "model", "memory"))
     conflicts = []
     if given.url and _norm_url(given.url) != _norm_url(url):
         conflicts.append(f"--url {given.url} (recorded: {url or 'none, it used --profile'})")
     if given.profile and str(Path(given.profile).resolve()) != profile:
         conflicts.append(f"--profile {given.profile} (recorded: {profile or 'none, it used --url'})")
-    if given.model and given.model != recorded.get("model"):
-        conflicts.append(f"--model {given.model} (recorded: {recorded.get('model')})")
-    if given.memory != "auto" and given.memory != recorded.get("memory"):
-        conflicts.append(f"--memory {given.memory} (recorded: {recorded.get('memory')})")
+    if given.model and given.model != model:
+        conflicts.append(f"--model {given.model} (recorded: {model})")
+    if given.memory != "auto" and given.memory != memory:
+        conflicts.append(f"--memory {given.memory} (recorded: {memory})")
     if conflicts:
         raise InputError(
             f"{run.path} was recorded with another target: {'; '.join(conflicts)}",
             hint="resume with the recorded target (or leave it out), or start a new run",
         )
-    return replace(
-        given, url=url, profile=profile, model=recorded.get("model"), memory=recorded.get("memory") or given.memory
-    )
+    return replace(given, url=url, profile=profile, model=model, memory=memory or given.memory)
 
 
-def _default(f: Field[Any]) -> Any:
+def _default(f: Field[Any]) -> object:
     if f.default is not MISSING:
         return f.default
     return f.default_factory() if f.default_factory is not MISSING else None
 
 
-def merge_options(cls: type, recorded: dict[str, Any], given: Any, where: Path) -> Any:
+def merge_options(cls: type[D], recorded: JsonObject, given: D, where: Path) -> D:
     """The recorded options; a given option that is not at its default must equal the recorded one."""
     kept = {f.name: recorded.get(f.name, _default(f)) for f in fields(cls)}
     conflicts = [
@@ -285,17 +294,21 @@ _PLAIN = tuple(f.name for f in fields(RequestRecord) if f.name not in ("itl_ms",
 _REQUIRED = ("request_id", "label", "started_unix_s", "ok")
 
 
-def record_from_dict(d: dict[str, Any]) -> RequestRecord | None:
+def record_from_dict(d: JsonObject) -> RequestRecord | None:
     """A requests.jsonl line as the RequestRecord that wrote it; None for a line that is not one."""
     if any(k not in d for k in _REQUIRED):
         return None
     check = d.get("tool_check")
-    calls = tuple(ToolCall(c.get("id"), c.get("name"), str(c.get("arguments", ""))) for c in d.get("tool_calls") or ())
-    return RequestRecord(
-        **{k: d[k] for k in _PLAIN if k in d},
-        itl_ms=tuple(d.get("itl_ms") or ()),
+    calls = tuple(
+        ToolCall(_text(c.get("id")), _text(c.get("name")), str(c.get("arguments", "")))
+        for c in json_objects(d.get("tool_calls"))
+    )
+    return from_fields(
+        RequestRecord,
+        {k: d[k] for k in _PLAIN if k in d},
+        itl_ms=tuple(v for v in json_list(d.get("itl_ms")) if isinstance(v, int | float)),
         tool_calls=calls,
-        tool_check=ToolCheck(bool(check.get("valid")), tuple(check.get("problems") or ()))
+        tool_check=ToolCheck(bool(check.get("valid")), tuple(str(p) for p in json_list(check.get("problems"))))
         if isinstance(check, dict)
         else None,
     )

@@ -7,12 +7,15 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oomkit.client.probe import ServerInfo, probe
 from oomkit.errors import MissingDependency
 from oomkit.rundir import RunDir
 from oomkit.serial import JsonObject
+
+if TYPE_CHECKING:
+    from oomkit.triage.model import TriageResult
 
 
 @dataclass
@@ -25,7 +28,8 @@ class Target:
     run_dir: RunDir | None = None
     """The launch's run folder (the load records into it); None for --url."""
     alive: Callable[[], bool] | None = None
-    triage: Callable[[], Any] | None = None
+    triage: Callable[[], TriageResult] | None = None
+    """The launched server's log read so far (oomkit.triage); None for --url."""
     profile_max_model_len: int | None = None
     """The launch profile's args.max_model_len, when it sets a number (launched servers only)."""
 

@@ -4,16 +4,19 @@ and GPUs (data/gpus.yaml). Every entry carries a `source` note."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
 import yaml
 
 from oomkit.errors import InputError, UsageError
-from oomkit.plan.model import ModelShape, load_config, shape_from_config
+from oomkit.plan.config import load_config
+from oomkit.plan.model import ModelShape, shape_from_config
 from oomkit.serial import JsonObject
 
 # cudaMemGetInfo's total is a little below nvidia-smi's: H100 80GB shows 81559 MiB in nvidia-smi
@@ -57,7 +60,7 @@ class Gpu:
         }
 
 
-def _data(name: str) -> Any:
+def _data(name: str) -> Traversable:
     return resources.files("oomkit") / "data" / name
 
 
@@ -128,7 +131,7 @@ def catalog_rows() -> list[ModelEntry]:
     return [row.copy() for row in _model_index()]
 
 
-def find_model(name_or_path: str, overrides: dict[str, Any] | None = None) -> ModelShape:
+def find_model(name_or_path: str, overrides: Mapping[str, object] | None = None) -> ModelShape:
     """A catalog name or alias, else a config.json file or a model directory."""
     key = name_or_path.strip().lower()
     for row in _model_index():

@@ -4,7 +4,7 @@ KV pool vLLM will build, and the verdicts (loads? one request? the target?)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from oomkit.errors import UsageError
 from oomkit.plan import budget as bud
@@ -58,7 +58,7 @@ class PlanRequest:
     gpu_memory_gib: float | None = None
     mamba_ssm_cache_dtype: str | None = None
     assume: dict[str, float] = field(default_factory=dict)
-    hf_overrides: dict[str, Any] = field(default_factory=dict)
+    hf_overrides: JsonObject = field(default_factory=dict)  # config.json fields to replace (--hf-overrides)
     pool: str = "serve"
 
 
@@ -183,7 +183,7 @@ def plan(req: PlanRequest, model: ModelShape | None = None) -> Plan:
     w = weights_for(m, layout, scheme, mtp=mtp)
     block = _block_size(inp)
     state, layout_kv = _kv_layout(inp, block, mtp)
-    notes += _model_notes(m, mtp)
+    notes += _model_notes(m, mtp) + kv.sink_notes(m, b)
     act, graphs = _runtime_bytes(inp, a)
     usage = bud.Usage(weights_bytes=w.per_gpu_bytes, activation_bytes=act, cudagraph_bytes=graphs)
     bg = bud.budget(int((cap_gib or 0) * GIB), usage, s, b, gpu.platform, a)
@@ -244,9 +244,20 @@ def _kv_layout(inp: Inputs, block: int, mtp: bool) -> tuple[StateConfig, KvLayou
     m_kv, extra = (_with_mtp(m), m.mtp_layers) if mtp else (m, 0)
     kernel = pf.mla_kernel_block if m.mla else pf.attn_kernel_block
     kv_in = kv.KvInputs(
-        m_kv, inp.layout, kvd, block, s["max_model_len"], s["in_flight_tokens"], state, pf.mla_align_min, kernel, extra
+        m_kv,
+        inp.layout,
+        kvd,
+        block,
+        s["max_model_len"],
+        s["in_flight_tokens"],
+        state,
+        pf.mla_align_min,
+        kernel,
+        extra,
+        kv.sliding_lookahead(inp.behaviour, m, req.num_speculative_tokens) if mtp else 0,
     )
     layout_kv = kv.build(kv_in)
+    kv.check_sinks(m, layout_kv.block_size)
     if state.mode == "all":  # one state per mamba block of block_size tokens (0.17-0.30)
         state = replace(state, mamba_blocks_all_mode=kv.cdiv(s["max_model_len"], layout_kv.block_size))
         layout_kv = kv.build(replace(kv_in, state=state))
@@ -382,5 +393,7 @@ def _target(inp: Inputs, layout_kv: kv.KvLayout, cap: kv.Capacity, loads: bool) 
     n = -(-(req.concurrency or 1) // inp.layout.dp)
     per_request = kv.blocks_needed(layout_kv.groups, ctx, inp.layout.dcp, s["in_flight_tokens"])
     needed = n * per_request
-    ok = loads and ctx <= s["max_model_len"] and n <= s["max_num_seqs"] and needed <= cap.num_blocks - 1
+    # the null block, and the sink blocks 0.14-0.29 pop
+    usable = cap.num_blocks - 1 - kv.sink_blocks(layout_kv, inp.model.sink_tokens, inp.behaviour)
+    ok = loads and ctx <= s["max_model_len"] and n <= s["max_num_seqs"] and needed <= usable
     return needed, ok

@@ -115,7 +115,7 @@ def _async(ctx: Context) -> Default:
     on = ctx.on_cuda and ctx.behaviour.version >= (0, 13)
     in_flight = int(ctx.settings["in_flight_tokens"])
     why = "on by default on CUDA since vLLM 0.13" if on else "off: not a CUDA platform or before vLLM 0.13"
-    if ctx.behaviour.version >= (0, 32):
+    if ctx.behaviour.sliding_in_flight_batches:
         why += f"; a sliding-window request holds window + {in_flight:,} in-flight tokens of blocks"
     return Default(
         "async_scheduling",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from oomkit.errors import UsageError
 from oomkit.plan.layouts import Layout, pp_partition
 from oomkit.plan.model import ModelShape
 from oomkit.plan.quant import KvDtype
@@ -25,13 +26,15 @@ class Spec:
     block_size: int
     window: int | None = None
     mamba_blocks: int = 0  # state blocks a request holds (mamba)
+    extra_retained: int = 0  # sliding: tokens kept below the window for speculative re-prefill
 
     def blocks_per_request(self, max_model_len: int, dcp: int, in_flight_tokens: int) -> int:
         if self.kind == "mamba":
             return self.mamba_blocks
         if self.kind == "sliding":  # SlidingWindowSpec.max_admission_blocks_per_request
             assert self.window is not None
-            return cdiv(min(self.window - 1 + in_flight_tokens, max_model_len), self.block_size) + 1
+            held = self.window - 1 + self.extra_retained + in_flight_tokens
+            return cdiv(min(held, max_model_len), self.block_size) + 1
         # FullAttentionSpec / MLAAttentionSpec: token positions sharded by DCP
         return cdiv(cdiv(max_model_len, dcp) if dcp > 1 else max_model_len, self.block_size)
 
@@ -64,6 +67,7 @@ class KvInputs:
     mla_align_min: int
     kernel_block: int
     extra_layers: int = 0  # MTP draft layers appended to the model; they sit on the last PP stage
+    sliding_extra_tokens: int = 0  # SlidingWindowSpec.extra_retained_tokens
 
 
 @dataclass(frozen=True)
@@ -86,7 +90,8 @@ def attention_bytes_per_token(m: ModelShape, kind: str, tp: int, kvd: KvDtype) -
         # MLAAttentionSpec: num_kv_heads=1, max_tp_shards=1 -> the same latent on every TP rank.
         return int(m.mla.latent_elems_per_token * kvd.bytes_per_elem)
     kv_rank = max(1, m.num_kv_heads // tp)  # replicated when TP exceeds the KV heads
-    return int(kv_rank * 2 * m.head_dim * kvd.bytes_per_elem)
+    # AttentionSpec.state_content_size_bytes: (head_size + head_size_v) per head and token
+    return int(kv_rank * (m.head_dim + (m.v_head_dim or m.head_dim)) * kvd.bytes_per_elem)
 
 
 # DeepSeek V3.2 indexer cache: fp8 keys plus one fp32 scale per 128 (deepseek_v2.py, uint8 cache).
@@ -113,7 +118,8 @@ def build(inp: KvInputs) -> KvLayout:
         names = names_by_layer.setdefault(layer.index, [])
         if layer.attn in ("full", "sliding", "mla"):
             per_tok = attention_bytes_per_token(m, layer.attn, tp, inp.kv_dtype)
-            specs[f"{layer.index}.attn"] = Spec(layer.attn, block * per_tok, block, layer.window)
+            extra = inp.sliding_extra_tokens if layer.attn == "sliding" else 0
+            specs[f"{layer.index}.attn"] = Spec(layer.attn, block * per_tok, block, layer.window, extra_retained=extra)
             names.append(f"{layer.index}.attn")
             if layer.attn == "mla" and m.mla and m.mla.indexer_head_dim:
                 specs[f"{layer.index}.indexer"] = Spec("mla", block * indexer_bytes_per_token(m), block)
@@ -131,6 +137,42 @@ def build(inp: KvInputs) -> KvLayout:
         sum(s.page_bytes // s.block_size for n, s in specs.items() if s.holds_tokens and n in st) for st in stages
     )
     return KvLayout(block, padded, specs, groups, stages, padding, per_token, state_page * m.count("linear"))
+
+
+def sliding_lookahead(behaviour: Behaviour, m: ModelShape, num_spec_tokens: int) -> int:
+    """SlidingWindowSpec.extra_retained_tokens = num_prefill_lookahead_tokens - 1 (0.28+), with MTP
+    loaded: a chain of several MTP modules re-prefills num_speculative_tokens - 1 tokens below the
+    window; one module reads one token ahead (config/vllm.py num_prefill_lookahead_tokens)."""
+    if not behaviour.sliding_lookahead or min(m.mtp_layers, num_spec_tokens) <= 1:
+        return 0
+    return num_spec_tokens - 1
+
+
+def check_sinks(m: ModelShape, block: int) -> None:
+    """SinkFullAttentionManager asserts sink_len % block_size == 0: vLLM does not start otherwise."""
+    if m.sink_tokens and m.sink_tokens % block:
+        raise UsageError(
+            f"{m.name} holds {m.sink_tokens} sink tokens per layer, not a multiple of block size {block}: "
+            "vLLM's SinkFullAttentionManager refuses to start (sink_len % block_size == 0)",
+            hint="pass a --block-size that divides the sink length",
+        )
+
+
+def sink_notes(m: ModelShape, behaviour: Behaviour) -> list[str]:
+    if not m.sink_tokens or behaviour.sink_manager_starts:
+        return []
+    return [
+        "vLLM fails to start this model after printing its KV pool: SinkFullAttentionManager.__init__ "
+        "does not take needs_kv_cache_zeroing (kv_cache_coordinator.py; 0.30-0.34)"
+    ]
+
+
+def sink_blocks(kv: KvLayout, sink_tokens: int, behaviour: Behaviour) -> int:
+    """Blocks SinkFullAttentionManager pops from the free queue at start (0.14-0.29): sink_len //
+    block_size for each group of sink layers; none from 0.30 (single_type_kv_cache_manager.py)."""
+    if not sink_tokens or not behaviour.sink_blocks_reserved:
+        return 0
+    return sum(1 for g in kv.groups if g.specs[0].kind == "full") * (sink_tokens // kv.block_size)
 
 
 def make_groups(specs: dict[str, Spec]) -> tuple[tuple[Group, ...], int]:

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 from oomkit.errors import InputError
 from oomkit.serial import JsonObject
@@ -110,7 +109,7 @@ module name, and fnmatch or re on a pattern of many KB can take minutes."""
 
 
 @lru_cache(maxsize=64)
-def _ignore_matcher(ignore: tuple[Any, ...]) -> Callable[[str], bool]:
+def _ignore_matcher(ignore: tuple[str, ...]) -> Callable[[str], bool]:
     """One compiled test for a scheme's whole ignore list: ModelOpt checkpoints list over a thousand
     globs, and trying each per module name costs seconds per plan."""
     parts = [r for r in map(_pattern_regex, ignore) if r is not None]
@@ -124,9 +123,9 @@ def _ignore_matcher(ignore: tuple[Any, ...]) -> Callable[[str], bool]:
         return lambda name: any(r.match(name) for r in each)
 
 
-def _pattern_regex(pattern: Any) -> str | None:
+def _pattern_regex(pattern: str) -> str | None:
     """A regex that re.match-es the module names the pattern ignores; None for no usable pattern."""
-    if not isinstance(pattern, str) or not pattern or len(pattern) > PATTERN_LIMIT:
+    if not pattern or len(pattern) > PATTERN_LIMIT:
         return None
     if pattern.startswith("re:"):
         try:
@@ -141,7 +140,28 @@ def _pattern_regex(pattern: Any) -> str | None:
     return rf"(?s:(?:.*\.)?{re.escape(pattern)}(?:\..*)?)\Z"
 
 
-def scheme_from_config(qcfg: dict[str, Any] | None, model_dtype: str) -> QuantScheme:
+def _names(value: object) -> tuple[str, ...]:
+    """An ignore list as its patterns: the strings of a list (anything else in it ignores nothing).
+    A number or an object where the list belongs is the wrong type (TypeError -> InputError)."""
+    if not value:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, list | tuple):
+        raise TypeError(f"an ignore list is a {type(value).__name__}")
+    return tuple(v for v in value if isinstance(v, str))
+
+
+def _object(value: object) -> Mapping[str, object]:
+    """A JSON object field; absent or empty is {}, any other type is the wrong type."""
+    if not value:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TypeError(f"expected an object, got {type(value).__name__}")
+    return value
+
+
+def scheme_from_config(qcfg: Mapping[str, object] | None, model_dtype: str) -> QuantScheme:
     base = DTYPE_FORMATS.get(model_dtype, "bf16")
     if not qcfg:
         return QuantScheme(base, base, "none", source="no quantization_config: model dtype")
@@ -149,18 +169,18 @@ def scheme_from_config(qcfg: dict[str, Any] | None, model_dtype: str) -> QuantSc
     if method == "compressed-tensors":
         return _compressed_tensors(qcfg, base)
     if method in ("fp8", "fbgemm_fp8"):
-        ignore = tuple(qcfg.get("modules_to_not_convert") or qcfg.get("ignored_layers") or ())
+        ignore = _names(qcfg.get("modules_to_not_convert") or qcfg.get("ignored_layers"))
         return QuantScheme("fp8", base, method, ignore)
     if method == "mxfp4":
-        return QuantScheme("mxfp4", base, method, tuple(qcfg.get("modules_to_not_convert") or ()))
+        return QuantScheme("mxfp4", base, method, _names(qcfg.get("modules_to_not_convert")))
     if method in ("awq", "gptq"):
         return QuantScheme(
-            method, "fp16" if base == "fp32" else base, method, tuple(qcfg.get("modules_to_not_convert") or ())
+            method, "fp16" if base == "fp32" else base, method, _names(qcfg.get("modules_to_not_convert"))
         )
     if method in ("modelopt", "modelopt_fp4"):
         algo = str(qcfg.get("quant_algo", "")).lower()
         fmt = "nvfp4" if "fp4" in algo else "fp8"
-        return QuantScheme(fmt, base, method, tuple(qcfg.get("exclude_modules") or qcfg.get("ignore") or ()))
+        return QuantScheme(fmt, base, method, _names(qcfg.get("exclude_modules") or qcfg.get("ignore")))
     if method in ("bitsandbytes",):
         return QuantScheme("int8", base, method)
     if not method and "config_groups" in qcfg:
@@ -171,14 +191,14 @@ def scheme_from_config(qcfg: dict[str, Any] | None, model_dtype: str) -> QuantSc
     )
 
 
-def _compressed_tensors(qcfg: dict[str, Any], base: str) -> QuantScheme:
-    groups = qcfg.get("config_groups") or {}
+def _compressed_tensors(qcfg: Mapping[str, object], base: str) -> QuantScheme:
+    groups = [_object(g) for g in _object(qcfg.get("config_groups")).values()]
     if not groups:
         return QuantScheme(base, base, "compressed-tensors")
     # Several groups are rare; the first one with weights defines the Linear format.
-    weights = next((g.get("weights") for g in groups.values() if g.get("weights")), None) or {}
-    fmt_name = str(qcfg.get("format") or next(iter(groups.values())).get("format") or "")
-    bits = int(weights.get("num_bits", 16))
+    weights = next((_object(g.get("weights")) for g in groups if g.get("weights")), {})
+    fmt_name = str(qcfg.get("format") or groups[0].get("format") or "")
+    bits = _whole(weights.get("num_bits", 16))
     kind = str(weights.get("type", "int"))
     group = weights.get("group_size")
     if "mxfp4" in fmt_name or (kind == "float" and bits == 4 and group == 32):
@@ -193,7 +213,13 @@ def _compressed_tensors(qcfg: dict[str, Any], base: str) -> QuantScheme:
         fmt = "int4-g32" if group == 32 else "gptq"
     else:
         fmt = base
-    return QuantScheme(fmt, base, "compressed-tensors", tuple(qcfg.get("ignore") or ()))
+    return QuantScheme(fmt, base, "compressed-tensors", _names(qcfg.get("ignore")))
+
+
+def _whole(value: object) -> int:
+    if not isinstance(value, int | float | str):
+        raise TypeError(f"num_bits is a {type(value).__name__}, not a number")
+    return int(value)
 
 
 def scheme_from_cli(name: str, model_dtype: str, checkpoint: QuantScheme) -> QuantScheme:

@@ -54,7 +54,8 @@ def resolve_settings(
     batches = layout.pp
     if gpu.platform == "cuda" and b.version >= (0, 13):  # async scheduling on by default
         batches = layout.pp + 1 if b.version >= (0, 34) else (2 if layout.pp == 1 else layout.pp)
-    in_flight = batches * mnbt if b.version >= (0, 32) else mnbt
+    # VllmConfig.max_in_flight_tokens (0.26+): every concurrent batch may hold a full token budget
+    in_flight = batches * mnbt if b.sliding_in_flight_batches else mnbt
     prefix = req.enable_prefix_caching if req.enable_prefix_caching is not None else b.version >= (0, 13)
     if gpu.platform == "cpu" and m.mla and not state.host_has_amx():  # read through the module: tests pin the host
         prefix = False  # "MLA is enabled on a non-GPU platform; forcing ... prefix caching to be disabled"

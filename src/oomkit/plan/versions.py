@@ -37,6 +37,145 @@ def parse_version(text: str | None) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
+RowValue = str | int | float | bool
+
+
+@dataclass(frozen=True)
+class Row:
+    """One behaviour of vLLM's memory accounting from the release `since` on (until the next row of the
+    same field), with the vLLM code or research note it was read from."""
+
+    field: str
+    since: tuple[int, int]
+    value: RowValue
+    source: str
+
+
+V0 = (0, 0)
+IA = "vllm-internals.md"
+KVI = "vllm/v1/kv_cache_interface.py"
+ROWS: tuple[Row, ...] = (
+    Row("engine", V0, "v0", "V0 engine up to 0.7"),
+    Row("engine", (0, 8), "v1", "V1 engine by default from 0.8"),
+    Row("default_gmu", V0, 0.9, f"gpu_memory_utilization default 0.9 up to 0.17 ({IA} §4.1)"),
+    Row("default_gmu", (0, 18), 0.92, f"gpu_memory_utilization default 0.92 from 0.20 ({IA} §4.1)"),
+    Row("default_block_size", V0, 16, f"default --block-size 16 (CacheConfig.DEFAULT_BLOCK_SIZE, {IA} §4.6)"),
+    Row("default_block_size", (0, 34), 64, f"default --block-size 64 in 0.34 ({IA} §4.6)"),
+    Row("extensible_kv", V0, False, "KV cache sized once, before CUDA-graph capture"),
+    Row("extensible_kv", (0, 34), True, f"0.34 extensible KV cache on CUDA: sized after warm-up, gmu 1.0 ({IA} §4.4)"),
+    Row("cudagraphs_charged", V0, False, "CUDA-graph memory not charged before KV sizing"),
+    Row(
+        "cudagraphs_charged",
+        (0, 21),
+        True,
+        f"CUDA-graph memory estimated and subtracted before KV sizing from 0.21 (opt-in 0.20) ({IA} §4.3)",
+    ),
+    Row("tokens_formula", V0, "blocks", f"GPU KV cache size = blocks x block ({IA} §4.8)"),
+    Row("tokens_formula", (0, 11), "blocks_per_group", f"GPU KV cache size = num_blocks // groups x block ({IA} §4.8)"),
+    Row(
+        "tokens_formula",
+        (0, 21),
+        "concurrency_x_len",
+        f"GPU KV cache size = int(concurrency x max_model_len) ({IA} §4.8)",
+    ),
+    Row("concurrency_formula", V0, "tokens_over_len", f"Maximum concurrency = tokens / max_model_len ({IA} §4.8)"),
+    Row("concurrency_formula", (0, 11), "approx_groups", f"Maximum concurrency from the group count ({IA} §4.8)"),
+    Row(
+        "concurrency_formula",
+        (0, 27),
+        "sum_of_groups",
+        "Maximum concurrency: sum over groups of cdiv(max bytes, page) "
+        "(kv_cache_utils.py get_max_concurrency_for_kv_cache_config)",
+    ),
+    Row("null_block_reserved", V0, False, "fit checks count every block"),
+    Row(
+        "null_block_reserved",
+        (0, 32),
+        True,
+        "fit checks plan against num_blocks - 1 (kv_cache_utils.py get_kv_cache_configs)",
+    ),
+    Row("mamba_cache_mode_prefix", V0, "none", "no Mamba prefix caching"),
+    Row("mamba_cache_mode_prefix", (0, 17), "all", "prefix caching keeps one state per mamba block (CacheConfig)"),
+    Row("mamba_cache_mode_prefix", (0, 32), "align", "prefix caching keeps states at block boundaries (CacheConfig)"),
+    # Sliding windows and sinks (issue 14): what a request holds and what the pool sets aside.
+    Row(
+        "sliding_window_in_flight",
+        V0,
+        "max_num_batched_tokens",
+        f"{KVI} SlidingWindowSpec.max_memory_usage_bytes: window - 1 + max_num_batched_tokens",
+    ),
+    Row(
+        "sliding_window_in_flight",
+        (0, 26),
+        "max_concurrent_batches x max_num_batched_tokens",
+        f"{KVI} SlidingWindowSpec.max_admission_blocks_per_request: window - 1 + VllmConfig.max_in_flight_tokens",
+    ),
+    Row("sliding_window_lookahead", V0, False, "no tokens kept below the window for speculative decoding"),
+    Row(
+        "sliding_window_lookahead",
+        (0, 28),
+        True,
+        f"{KVI} SlidingWindowSpec.extra_retained_tokens = num_prefill_lookahead_tokens - 1 "
+        "(multi-module MTP: num_speculative_tokens - 1; else 0; kv_cache_utils.py get_kv_cache_configs)",
+    ),
+    Row(
+        "sliding_window_lookahead",
+        (0, 34),
+        True,
+        "unchanged values, read from speculator_config.num_prefill_lookahead_tokens (config/vllm.py); the "
+        "0.33 split moved the replace into kv_cache_planning.py get_global_kv_cache_groups",
+    ),
+    Row(
+        "sliding_window_block", V0, "block_size", "sliding-window layers use --block-size (Attention.get_kv_cache_spec)"
+    ),
+    Row(
+        "sliding_window_block",
+        (0, 25),
+        "largest kernel block <= block_size",
+        "attention.py Attention.get_kv_cache_spec: _largest_kernel_block_within(page budget = block_size tokens)",
+    ),
+    Row(
+        "sliding_window_block",
+        (0, 34),
+        "largest kernel block dividing block_size",
+        "attention.py _largest_kernel_block_within(divisor_of=block_size): the page scales by an integer ratio "
+        "instead of being padded; equal to block_size for MultipleOf kernels (FlashAttention 16, CPU 32)",
+    ),
+    Row("sink_blocks_reserved", V0, False, "no sink attention"),
+    Row(
+        "sink_blocks_reserved",
+        (0, 14),
+        True,
+        "single_type_kv_cache_manager.py SinkFullAttentionManager.__init__ pops sink_len // block_size blocks "
+        "from the free queue (after the printed pool size)",
+    ),
+    Row(
+        "sink_blocks_reserved",
+        (0, 30),
+        False,
+        "SinkFullAttentionManager only asserts sink_len % block_size == 0; no block is popped (0.30-0.34)",
+    ),
+    Row("sink_manager_starts", V0, True, "SinkFullAttentionManager.__init__ takes what the coordinator passes"),
+    Row(
+        "sink_manager_starts",
+        (0, 30),
+        False,
+        "kv_cache_coordinator.py passes needs_kv_cache_zeroing= to every manager and "
+        "SinkFullAttentionManager.__init__ does not take it: TypeError after the pool is printed "
+        "(0.30-0.34; seen on vLLM 0.32 CPU, benchmarks/data/plan_truth.json pangu_*)",
+    ),
+)
+
+
+def rows_in_effect(version: tuple[int, int]) -> dict[str, Row]:
+    """The row of each field that holds for `version`: the latest one whose `since` is not after it."""
+    out: dict[str, Row] = {}
+    for row in sorted(ROWS, key=lambda r: r.since):
+        if row.since <= version:
+            out[row.field] = row
+    return out
+
+
 @dataclass(frozen=True)
 class Behaviour:
     version: tuple[int, int]
@@ -49,6 +188,10 @@ class Behaviour:
     concurrency_formula: str  # sum_of_groups | approx_groups | tokens_over_len
     null_block_reserved: bool  # fit checks plan against num_blocks - 1
     mamba_cache_mode_prefix: str  # mode when prefix caching is on: align | all | none
+    sliding_in_flight_batches: bool  # a window holds max_concurrent_batches x max_num_batched_tokens
+    sliding_lookahead: bool  # a window also keeps num_prefill_lookahead_tokens - 1 (multi-module MTP)
+    sink_blocks_reserved: bool  # openPangu sink blocks popped from the free queue at start
+    sink_manager_starts: bool  # False: a sink-attention model fails to start after sizing the pool
     sources: tuple[str, ...]
 
     def to_dict(self) -> JsonObject:
@@ -66,47 +209,24 @@ class Behaviour:
 
 def behaviour(version: str | None, platform: str = "cuda") -> Behaviour:
     v = parse_version(version)
-    src = []
-    engine = "v0" if v < (0, 8) else "v1"
-    gmu = 0.9 if v <= (0, 17) else 0.92
-    src.append("gpu_memory_utilization default 0.9 up to 0.17, 0.92 from 0.20 (§4.1)")
-    block = 64 if v >= (0, 34) else 16
-    src.append("default --block-size 16 up to 0.33, 64 in 0.34 (CacheConfig.DEFAULT_BLOCK_SIZE, §4.6)")
-    extensible = v >= (0, 34) and platform == "cuda"
-    if extensible:
-        gmu = 1.0
-        src.append("0.34 extensible KV cache on CUDA: sized after warm-up, gmu resolves to 1.0 (§4.4)")
-    charged = v >= (0, 21)
-    src.append("CUDA-graph memory estimated and subtracted before KV sizing from 0.21 (opt-in 0.20) (§4.3)")
-    if v >= (0, 21):
-        tokens = "concurrency_x_len"
-    elif v >= (0, 11):
-        tokens = "blocks_per_group"
-    else:
-        tokens = "blocks"
-    src.append(
-        "GPU KV cache size = int(concurrency x max_model_len) from 0.21; num_blocks // groups x block before (§4.8)"
-    )
-    if v >= (0, 27):
-        conc = "sum_of_groups"
-    elif v >= (0, 11):
-        conc = "approx_groups"
-    else:
-        conc = "tokens_over_len"
-    src.append("Maximum concurrency: sum over groups of cdiv(max bytes, page) from 0.27 (§4.8; kv_cache_utils.py 0.32)")
-    mode = "align" if v >= (0, 32) else ("all" if v >= (0, 17) else "none")
+    rows = rows_in_effect(v)
+    extensible = bool(rows["extensible_kv"].value) and platform == "cuda"
     return Behaviour(
         v,
-        engine,
-        gmu,
-        block,
-        charged,
-        extensible,
-        tokens,
-        conc,
-        null_block_reserved=v >= (0, 32),
-        mamba_cache_mode_prefix=mode,
-        sources=tuple(src),
+        engine=str(rows["engine"].value),
+        default_gmu=1.0 if extensible else float(rows["default_gmu"].value),
+        default_block_size=int(rows["default_block_size"].value),
+        cudagraphs_charged=bool(rows["cudagraphs_charged"].value),
+        extensible_kv=extensible,
+        tokens_formula=str(rows["tokens_formula"].value),
+        concurrency_formula=str(rows["concurrency_formula"].value),
+        null_block_reserved=bool(rows["null_block_reserved"].value),
+        mamba_cache_mode_prefix=str(rows["mamba_cache_mode_prefix"].value),
+        sliding_in_flight_batches=rows["sliding_window_in_flight"].value != "max_num_batched_tokens",
+        sliding_lookahead=bool(rows["sliding_window_lookahead"].value),
+        sink_blocks_reserved=bool(rows["sink_blocks_reserved"].value),
+        sink_manager_starts=bool(rows["sink_manager_starts"].value),
+        sources=tuple(row.source for row in rows.values()),
     )
 
 

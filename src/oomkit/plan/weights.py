@@ -64,11 +64,12 @@ def param_groups(m: ModelShape, mtp: bool = False) -> list[ParamGroup]:
 def _attention(m: ModelShape, layer: Layer) -> list[ParamGroup]:
     h, i, p = m.hidden_size, layer.index, f"model.layers.{layer.index}"
     if layer.attn in ("full", "sliding"):
-        q = m.num_attention_heads * m.head_dim
+        q, v_dim = m.num_attention_heads * m.head_dim, m.v_head_dim or m.head_dim
+        kv = h * m.num_kv_heads * (m.head_dim + v_dim)
         return [
             ParamGroup(f"{p}.self_attn.q_proj", h * q * (2 if m.attn_output_gate else 1), "tp", i),
-            ParamGroup(f"{p}.self_attn.k_proj", 2 * h * m.num_kv_heads * m.head_dim, "kv", i, kv_heads=m.num_kv_heads),
-            ParamGroup(f"{p}.self_attn.o_proj", q * h, "tp", i),
+            ParamGroup(f"{p}.self_attn.k_proj", kv, "kv", i, kv_heads=m.num_kv_heads),
+            ParamGroup(f"{p}.self_attn.o_proj", m.num_attention_heads * v_dim * h, "tp", i),
         ]
     if layer.attn == "mla":
         return _mla(m, layer)

@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from oomkit.decide.evidence import written_by_oomkit
 from oomkit.errors import UsageError
@@ -16,14 +16,14 @@ from oomkit.fsio import write_text_atomic
 from oomkit.redact import redact, redact_obj
 from oomkit.report.html import render_html
 from oomkit.report.markdown import render_markdown
-from oomkit.report.model import report_data
+from oomkit.report.model import ReportDoc, report_data
 
 
-def render_json(d: dict[str, Any], now: str) -> str:
+def render_json(d: ReportDoc, now: str) -> str:
     return json.dumps({**d, "generated_at": now}, indent=2, default=str) + "\n"
 
 
-FORMATS: dict[str, Callable[[dict[str, Any], str], str]] = {
+FORMATS: dict[str, Callable[[ReportDoc, str], str]] = {
     "html": render_html,
     "md": render_markdown,
     "json": render_json,
@@ -39,7 +39,8 @@ def render(ref: str, fmt: str = "html", out: str | None = None, runs_dir: str = 
     stamp = now or datetime.now(UTC).isoformat(timespec="seconds")
     with written_by_oomkit([ref]):  # a hand-edited field can reach a renderer as another type
         # Redacted before escaping too: `api_key=['x']` escaped for Markdown no longer looks like a secret.
-        text = redact(FORMATS[fmt](redact_obj(data), stamp))  # type: ignore[arg-type]
+        # redact_obj keeps the document's keys and shapes; it replaces secrets in strings.
+        text = redact(FORMATS[fmt](cast(ReportDoc, redact_obj(data)), stamp))
     source = Path(data["source"])
     target = Path(out) if out else (source if source.is_dir() else source.parent) / SUFFIX[fmt]
     return write_text_atomic(target, text)

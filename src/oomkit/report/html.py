@@ -5,12 +5,13 @@ then the comparisons, the checklists and the environment."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from html import escape
-from typing import Any
 
+from oomkit.decide.model import DecisionDoc, ItemDoc
 from oomkit.decide.render import describe
 from oomkit.report import view
+from oomkit.report.model import Environment, ReportDoc
 from oomkit.report.svg import Chart, Mark, Series, bar_chart, line_chart
 from oomkit.units import GIB, fmt_count, fmt_ms, fmt_number, fmt_pct
 
@@ -27,14 +28,14 @@ word-break:break-all}pre.quote{border-left:3px solid #d0d7de;margin:2px 0 8px;pa
 .muted{color:#57606a}"""
 
 
-def e(value: Any) -> str:
+def e(value: object) -> str:
     """Text for the page, escaped; a list or mapping in words, never as a JSON blob."""
     if isinstance(value, (dict, list, tuple)):
         value = describe(value)
     return escape("" if value is None else str(value))
 
 
-def _table(head: list[str], rows: list[list[Any]], raw_cols: tuple[int, ...] = ()) -> str:
+def _table(head: list[str], rows: Sequence[Sequence[object]], raw_cols: tuple[int, ...] = ()) -> str:
     h = "".join(f"<th>{e(c)}</th>" for c in head)
     body = "".join(
         "<tr>" + "".join(f"<td>{c if i in raw_cols else e(c)}</td>" for i, c in enumerate(r)) + "</tr>" for r in rows
@@ -43,15 +44,15 @@ def _table(head: list[str], rows: list[list[Any]], raw_cols: tuple[int, ...] = (
 
 
 def _by_kind(levels: list[view.Level], key: str, scale: float = 1.0, suffix: str = "") -> list[Series]:
-    by: dict[str, list[view.Level]] = {}
+    by: dict[str, list[tuple[view.Level, float]]] = {}
     for lv in levels:
-        if isinstance(lv.figures.get(key), (int, float)):
-            by.setdefault(lv.kind, []).append(lv)
+        if isinstance(value := lv.figures.get(key), (int, float)):
+            by.setdefault(lv.kind, []).append((lv, float(value)))
     return [
         Series(
             f"{suffix}{kind} (measured)",
-            [(lv.concurrency, float(lv.figures[key]) * scale) for lv in lvs],
-            frozenset(lv.concurrency for lv in lvs if not lv.ok),
+            [(lv.concurrency, value * scale) for lv, value in lvs],
+            frozenset(lv.concurrency for lv, _ in lvs if not lv.ok),
         )
         for kind, lvs in by.items()
     ]
@@ -108,7 +109,21 @@ def _vs_concurrency(
     )
 
 
-def _concurrency_charts(levels: list[view.Level], m: view.Marks) -> list[str]:
+def _forecast_curves(dec: DecisionDoc | None, key: str, scale: float = 1.0, prefix: str = "") -> list[Series]:
+    """Decide's forecast curves (view.forecast_curves) as dashed series through the measured points."""
+    out = []
+    for layout, rows in view.forecast_curves(dec):
+        points = [
+            (float(x), float(y) * scale)
+            for r in rows
+            if isinstance(x := r.get("concurrency"), int | float) and isinstance(y := r.get(key), int | float)
+        ]
+        if points:
+            out.append(Series(f"{prefix}{layout} (forecast)", points, forecast=True))
+    return out
+
+
+def _concurrency_charts(levels: list[view.Level], m: view.Marks, dec: DecisionDoc | None = None) -> list[str]:
     marks = _x_marks(m)
     slos = [Mark("TTFT p95 SLO (required)", v, "slo_ttft", "y") for v in [m.slo_ttft_ms] if v is not None]
     slos += [Mark("e2e p95 SLO (required)", v, "slo_e2e", "y") for v in [m.slo_e2e_ms] if v is not None]
@@ -126,12 +141,18 @@ def _concurrency_charts(levels: list[view.Level], m: view.Marks) -> list[str]:
         _vs_concurrency(
             "KV cache usage vs concurrency",
             "max KV cache usage",
-            _by_kind(levels, "max_kv_usage", 100.0),
+            _by_kind(levels, "max_kv_usage", 100.0) + _forecast_curves(dec, "max_kv_usage_sampled", 100.0),
             marks,
             _percent,
             100.0,
         ),
-        _vs_concurrency("TTFT and latency vs concurrency", "p95", latency, marks + slos, fmt_ms),
+        _vs_concurrency(
+            "TTFT and latency vs concurrency",
+            "p95",
+            latency + _forecast_curves(dec, "ttft_ms_p95", prefix="TTFT p95, "),
+            marks + slos,
+            fmt_ms,
+        ),
     ]
 
 
@@ -139,7 +160,7 @@ def _percent(v: float) -> str:
     return f"{fmt_number(v)}%"
 
 
-def _time_charts(d: dict[str, Any]) -> list[str]:
+def _time_charts(d: ReportDoc) -> list[str]:
     runs = list(enumerate(d["timelines"], 1))
     kv = [
         Series(
@@ -159,10 +180,10 @@ def _time_charts(d: dict[str, Any]) -> list[str]:
     ]
 
 
-def _levels(d: dict[str, Any]) -> str:
+def _levels(d: ReportDoc) -> str:
     levels = view.levels(d)
     m = view.marks(d, levels)
-    charts = _concurrency_charts(levels, m) + [
+    charts = _concurrency_charts(levels, m, d["decision"]) + [
         bar_chart("Prefix-cache hit rate per mode", "hit rate", [(h["mode"], h["hit_rate"]) for h in d["hit_rates"]])
     ]
     charts += _time_charts(d)
@@ -170,17 +191,20 @@ def _levels(d: dict[str, Any]) -> str:
     runs = "; ".join(f"run {i}: {t['run']}" for i, t in enumerate(d["timelines"], 1))
     return (
         (f"<ul>{marks}</ul>" if marks else "")
-        + "<p class='muted'>Solid lines and dots are measured (a hollow dot: that level fails); dashed lines are "
-        "required by the team's numbers, dotted ones planned by vLLM; the shaded band is the knee.</p>"
+        + "<p class='muted'>Solid lines and dots are measured (a hollow dot: that level fails); finely dashed "
+        "lines with small dots are forecast by vLLM's own scheduler (decide's sizing: the measured server, "
+        "and the layout it names), never measured; dashed lines are required by the team's numbers, dotted "
+        "ones planned by vLLM; the shaded band is the knee.</p>"
         + "<div class='charts'>"
         + "".join(f"<div>{c}</div>" for c in charts)
         + "</div>"
         + (f"<p class='muted'>{e(runs)}</p>" if runs else "")
         + (_table(view.LEVEL_HEAD, view.level_rows(levels)) if levels else "<p class='muted'>no load measured</p>")
+        + (_table(view.FORECAST_HEAD, forecast) if (forecast := view.forecast_rows(d["decision"])) else "")
     )
 
 
-def _verdict(dec: dict[str, Any] | None) -> str:
+def _verdict(dec: DecisionDoc | None) -> str:
     if not dec:
         return (
             "<div class='box'><div class='verdict' id='verdict'>no decision yet</div><p class='why'>These are "
@@ -196,7 +220,7 @@ def _verdict(dec: dict[str, Any] | None) -> str:
     )
 
 
-def _evidence(dec: dict[str, Any] | None) -> str:
+def _evidence(dec: DecisionDoc | None) -> str:
     if not dec:
         return ""
     items = []
@@ -209,7 +233,7 @@ def _evidence(dec: dict[str, Any] | None) -> str:
     return "<h2>Evidence</h2><ul>" + ("".join(items) or "<li>none recorded</li>") + "</ul>"
 
 
-def _status_rows(items: list[dict[str, Any]]) -> str:
+def _status_rows(items: list[ItemDoc]) -> str:
     rows = [
         [
             i["title"],
@@ -222,7 +246,7 @@ def _status_rows(items: list[dict[str, Any]]) -> str:
     return _table(["item", "status", "detail", "evidence"], rows, raw_cols=(1,))
 
 
-def _modes(d: dict[str, Any]) -> str:
+def _modes(d: ReportDoc) -> str:
     if not d["modes"]:
         return "<p class='muted'>no comparison among these runs</p>"
     _, titles = view.mode_head(d)
@@ -235,7 +259,7 @@ def _modes(d: dict[str, Any]) -> str:
     )
 
 
-def _environment(env: dict[str, Any]) -> str:
+def _environment(env: Environment) -> str:
     cmd = " ".join(env["command"])
     return (
         _table(["fact", "value"], [list(r) for r in view.environment_rows(env)])
@@ -243,7 +267,7 @@ def _environment(env: dict[str, Any]) -> str:
     )
 
 
-def render_html(d: dict[str, Any], now: str) -> str:
+def render_html(d: ReportDoc, now: str) -> str:
     dec = d.get("decision")
     title = f"oomkit report: {dec['verdict']}" if dec else "oomkit report: measurements"
     parts = [

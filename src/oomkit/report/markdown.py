@@ -5,22 +5,24 @@ logs, servers and files is escaped: text with backslashes, code in a fence it ca
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Sequence
 
+from oomkit.decide.model import DecisionDoc
 from oomkit.decide.render import describe
 from oomkit.report import view
+from oomkit.report.model import ReportDoc
 
 # Raw HTML, autolinks, entities, links and images, code spans and table cells start with these.
 _MARKUP = re.compile(r"([\\`<>&\[\]|])")
 _TICKS = re.compile(r"`+")
 
 
-def _cell(v: Any) -> str:
+def _cell(v: object) -> str:
     """Text: shown as written, never read as markup."""
     return _MARKUP.sub(r"\\\1", str("" if v is None else v)).replace("\r", " ").replace("\n", " ")
 
 
-def _code(v: Any) -> str:
+def _code(v: object) -> str:
     """A code span (HTML inside is not rendered) whose fence is longer than any backtick run in it."""
     text = describe(v) if isinstance(v, (dict, list)) else str("" if v is None else v)
     text = text.replace("\r", " ").replace("\n", " ")
@@ -29,12 +31,12 @@ def _code(v: Any) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
-def _table(head: list[str], rows: list[list[Any]]) -> list[str]:
+def _table(head: list[str], rows: Sequence[Sequence[object]]) -> list[str]:
     out = ["| " + " | ".join(_cell(h) for h in head) + " |", "|" + "---|" * len(head)]
     return out + ["| " + " | ".join(_cell(c) for c in r) + " |" for r in rows]
 
 
-def _decision(dec: dict[str, Any] | None) -> list[str]:
+def _decision(dec: DecisionDoc | None) -> list[str]:
     if not dec:
         return ["**No decision yet**: these are measurements only; run `oomkit decide RUN --requirements R.yaml`.", ""]
     out = [f"**Verdict: {_code(dec['verdict'])}**: {_cell(dec['summary'])}", "", "Next:"]
@@ -48,7 +50,7 @@ def _decision(dec: dict[str, Any] | None) -> list[str]:
     return out
 
 
-def _evidence(dec: dict[str, Any]) -> list[str]:
+def _evidence(dec: DecisionDoc) -> list[str]:
     out = ["## Evidence", ""]
     for ev in view.evidence(dec):
         where = f"{_code(ev.where)}: " if ev.where else ""
@@ -56,12 +58,16 @@ def _evidence(dec: dict[str, Any]) -> list[str]:
     return out + [""]
 
 
-def _levels(d: dict[str, Any]) -> list[str]:
+def _levels(d: ReportDoc) -> list[str]:
     levels = view.levels(d)
     out = ["## Load levels", ""]
     marks = view.mark_lines(view.marks(d, levels))
     out += [f"- {_cell(m)}" for m in marks] + ([""] if marks else [])
     out += _table(view.LEVEL_HEAD, view.level_rows(levels)) if levels else ["No load measured."]
+    forecast = view.forecast_rows(d["decision"])
+    if forecast:
+        out += ["", "Forecast by vLLM's own scheduler (decide's sizing), not measured:", ""]
+        out += _table(view.FORECAST_HEAD, forecast)
     if d["hit_rates"]:
         out += ["", "## Hit rate per mode", ""]
         out += _table(["mode", "prefix-cache hit rate", "range over the cells"], view.hit_rate_rows(d))
@@ -80,7 +86,7 @@ def _levels(d: dict[str, Any]) -> list[str]:
     return out
 
 
-def render_markdown(d: dict[str, Any], now: str) -> str:
+def render_markdown(d: ReportDoc, now: str) -> str:
     dec = d.get("decision")
     out = [f"# oomkit report: {_cell(dec['verdict'] if dec else 'measurements')}", ""]
     out += _decision(dec)
@@ -93,9 +99,9 @@ def render_markdown(d: dict[str, Any], now: str) -> str:
     out += _evidence(dec) if dec else []
     out += _levels(d)
     if dec:
-        for title, key in (("Team criteria", "criteria"), ("Decision checklist", "checklist_items")):
+        for title, items in (("Team criteria", dec["criteria"]), ("Decision checklist", dec["checklist_items"])):
             out += ["", f"## {title}", ""] + _table(
-                ["item", "status", "detail"], [[i["title"], i["status"], i["detail"]] for i in dec[key]]
+                ["item", "status", "detail"], [[i["title"], i["status"], i["detail"]] for i in items]
             )
     env = d["environment"]
     out += ["", "## Environment", ""]

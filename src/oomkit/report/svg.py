@@ -1,7 +1,7 @@
 """Inline SVG charts (no script, no external font): line charts of measured points with the knee and
 the planned or required values drawn as marks, and a bar chart. Measured values are solid lines and
-dots (hollow where the level fails), required values dashed, planned ones dotted; a legend under the
-plot says which is which. Every label passes html.escape; numbers are formatted here, never markup."""
+dots (hollow where the level fails), forecast ones finely dashed lines with small dots, required
+values dashed, planned ones dotted; a legend under the plot says which is which. Every label passes html.escape; numbers are formatted here, never markup."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ BOTTOM = TOP + PLOT_H - 44  # y of the x axis
 LEGEND_ROW, CHAR_W = 16, 6.2
 COLOURS = ("#1f6feb", "#1a7f37", "#d1242f", "#9a6700", "#8250df", "#57606a")
 KNEE_FILL = "#d1242f"
+FORECAST_DASH = "3 3"
 # How a mark is drawn: stroke colour and dash pattern ("" for solid).
 MARK_STYLE = {
     "required": ("#9a6700", "7 4"),
@@ -37,6 +38,8 @@ class Series:
     points: Sequence[Point]
     failed: frozenset[float] = frozenset()
     """x values of levels that fail: drawn as hollow dots."""
+    forecast: bool = False
+    """Forecast, not measured (oomkit forecast): a dashed line with small dots, never a solid one."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,11 @@ def _empty(out: list[str]) -> str:
 
 def _swatch(kind: str, colour: str, x: float, y: float) -> str:
     """A legend symbol: a measured line with its dot, a hollow dot, a dashed or dotted line, a band."""
+    if kind == "forecast":
+        return (
+            f'<line x1="{x}" x2="{x + 18}" y1="{y}" y2="{y}" stroke="{colour}" stroke-width="2" '
+            f'stroke-dasharray="{FORECAST_DASH}"/><circle cx="{x + 9}" cy="{y}" r="2" fill="{colour}"/>'
+        )
     if kind == "series":
         return (
             f'<line x1="{x}" x2="{x + 18}" y1="{y}" y2="{y}" stroke="{colour}" stroke-width="2"/>'
@@ -166,7 +174,9 @@ def line_chart(chart: Chart) -> str:
     if not any(s.points for s in chart.series):
         return _empty(_frame(chart.title, chart.x_label, chart.y_label, BOTTOM + 50))
     marks, far = _on_chart(chart)
-    entries = [("series", COLOURS[i % len(COLOURS)], s.name) for i, s in enumerate(chart.series)]
+    entries = [
+        ("forecast" if s.forecast else "series", COLOURS[i % len(COLOURS)], s.name) for i, s in enumerate(chart.series)
+    ]
     if any(s.failed for s in chart.series):
         entries.append(("failed", "#57606a", "level fails (hollow)"))
     entries += [(m.kind, "", m.name) for m in marks]
@@ -213,7 +223,10 @@ def _series(s: Series, colour: str, sx: Callable[[float], float], sy: Callable[[
     out = []
     if len(ordered) > 1:
         path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in ordered)
-        out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        dash = f' stroke-dasharray="{FORECAST_DASH}"' if s.forecast else ""
+        out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"{dash}/>')
+    if s.forecast:
+        return out + [f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2" fill="{colour}"/>' for x, y in ordered]
     for x, y in ordered:
         fill = "#ffffff" if x in s.failed else colour
         out.append(

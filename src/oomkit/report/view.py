@@ -5,10 +5,16 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from oomkit.compare.document import Setting
+from oomkit.decide.documents import number
+from oomkit.decide.model import DecisionDoc
 from oomkit.decide.render import EvidenceLine, describe, evidence_line, number_rows
+from oomkit.fsio import json_object
+from oomkit.report.model import Environment, ReportDoc
+from oomkit.serial import JsonObject
 from oomkit.units import NONE, fmt_count, fmt_figure, fmt_gib, fmt_ms, fmt_number, fmt_pct, fmt_s, fmt_value
 
 KINDS = {"ladder.json": "ladder rungs", "compare.json": "compared cells"}
@@ -45,7 +51,7 @@ class Level:
     ok: bool
     why: str
     source: str
-    figures: dict[str, Any]
+    figures: JsonObject
 
     @property
     def kind(self) -> str:
@@ -68,10 +74,11 @@ class Marks:
     slo_e2e_ms: float | None
 
 
-def levels(d: dict[str, Any]) -> list[Level]:
+def levels(d: ReportDoc) -> list[Level]:
     """The levels the verdict weighed (the decision's capacity points), else the run's load points."""
-    dec = d.get("decision") or {}
-    points = (dec.get("capacity") or {}).get("points") or d["load_points"]
+    dec = d.get("decision")
+    cap = dec.get("capacity") if dec else None
+    points = (cap.get("points") if cap else None) or d["load_points"]
     return [
         Level(float(p["concurrency"]), bool(p["ok"]), str(p.get("why") or ""), str(p["source"]), p.get("figures") or {})
         for p in points
@@ -86,20 +93,28 @@ def knee(levels_: list[Level]) -> tuple[float | None, float | None]:
     return (max(good) if good else None), first_bad
 
 
-def marks(d: dict[str, Any], levels_: list[Level]) -> Marks:
-    dec = d.get("decision") or {}
-    cap, nums = dec.get("capacity") or {}, dec.get("numbers") or {}
-    last_good, first_bad = (cap.get("last_good"), cap.get("first_bad")) if cap.get("points") else knee(levels_)
-    req = dec.get("requirements") or {}
-    target = nums.get("target_concurrency", req.get("concurrent_dialogs"))
-    reserve = nums.get("reserve_pct", req.get("peak_reserve_pct"))
+def marks(d: ReportDoc, levels_: list[Level]) -> Marks:
+    dec = d.get("decision")
+    cap = dec.get("capacity") if dec else None
+    nums = (dec.get("numbers") if dec else None) or {}
+    last_good, first_bad = (cap.get("last_good"), cap.get("first_bad")) if cap and cap.get("points") else knee(levels_)
+    req = json_object(dec.get("requirements") if dec else None)
+    target = nums.get("target_concurrency", number(req.get("concurrent_dialogs")))
+    reserve = nums.get("reserve_pct", number(req.get("peak_reserve_pct")))
     with_reserve = nums.get("target_with_reserve")
     if with_reserve is None and target is not None and reserve is not None:  # as Requirements.target_with_reserve
         with_reserve = target * (1 + reserve / 100)
-    slo = req.get("slo") or {}
-    estimate = (d["environment"].get("figures") or {}).get("max_concurrency")
+    slo = json_object(req.get("slo"))
+    estimate = number((d["environment"].get("figures") or {}).get("max_concurrency"))
     return Marks(
-        last_good, first_bad, target, with_reserve, reserve, estimate, slo.get("ttft_p95_ms"), slo.get("e2e_p95_ms")
+        last_good,
+        first_bad,
+        target,
+        with_reserve,
+        reserve,
+        estimate,
+        number(slo.get("ttft_p95_ms")),
+        number(slo.get("e2e_p95_ms")),
     )
 
 
@@ -128,28 +143,28 @@ def level_rows(levels_: list[Level]) -> list[list[str]]:
             fmt_count(lv.concurrency),
             "yes" if lv.ok else "no",
             lv.why,
-            fmt_gib(lv.figures.get("peak_memory_bytes")),
-            fmt_pct(lv.figures.get("max_kv_usage")),
-            fmt_count(lv.figures.get("preemptions")),
-            fmt_ms(lv.figures.get("ttft_ms_p95")),
-            fmt_ms(lv.figures.get("latency_ms_p95")),
+            fmt_gib(number(lv.figures.get("peak_memory_bytes"))),
+            fmt_pct(number(lv.figures.get("max_kv_usage"))),
+            fmt_count(number(lv.figures.get("preemptions"))),
+            fmt_ms(number(lv.figures.get("ttft_ms_p95"))),
+            fmt_ms(number(lv.figures.get("latency_ms_p95"))),
             lv.source,
         ]
         for lv in sorted(levels_, key=lambda lv: (ORDER.get(lv.kind, len(ORDER)), lv.concurrency))
     ]
 
 
-def setting(value: Any) -> str:
+def setting(value: Setting) -> str:
     """A compared setting as written (True, hermes, 2), a float rounded."""
     return fmt_number(value) if isinstance(value, float) else str(value)
 
 
-def _median(values: list[Any]) -> float | None:
+def _median(values: Sequence[object]) -> float | None:
     vals = [float(v) for v in values if isinstance(v, (int, float))]
     return statistics.median(vals) if vals else None
 
 
-def mode_head(d: dict[str, Any]) -> tuple[list[str], list[str]]:
+def mode_head(d: ReportDoc) -> tuple[list[str], list[str]]:
     """The metric keys the comparison judged, and their column titles."""
     order = list(METRIC_LABELS)
     keys = sorted(
@@ -159,7 +174,7 @@ def mode_head(d: dict[str, Any]) -> tuple[list[str], list[str]]:
     return keys, [METRIC_LABELS.get(k, k.replace("_", " ")) for k in keys]
 
 
-def mode_rows(d: dict[str, Any]) -> list[list[str]]:
+def mode_rows(d: ReportDoc) -> list[list[str]]:
     """Per compared mode: its change, cells, and per metric the median with its unit and the verdict."""
     keys, _ = mode_head(d)
     rows = []
@@ -174,11 +189,11 @@ def mode_rows(d: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-def hit_rate_rows(d: dict[str, Any]) -> list[list[str]]:
+def hit_rate_rows(d: ReportDoc) -> list[list[str]]:
     return [[h["mode"], fmt_pct(h["hit_rate"]), f"{fmt_pct(h['min'])} to {fmt_pct(h['max'])}"] for h in d["hit_rates"]]
 
 
-def environment_rows(env: dict[str, Any]) -> list[tuple[str, str]]:
+def environment_rows(env: Environment) -> list[tuple[str, str]]:
     cpu = f"{env['cpu']} ({env['cpus']} CPUs)" if env.get("cpu") else fmt_value(env.get("cpus"))
     return [
         ("vLLM", fmt_value(env.get("vllm"))),
@@ -194,11 +209,47 @@ def environment_rows(env: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def decision_numbers(dec: dict[str, Any]) -> list[tuple[str, str]]:
+def decision_numbers(dec: DecisionDoc) -> list[tuple[str, str]]:
     return number_rows(dec.get("numbers") or {})
 
 
-def evidence(dec: dict[str, Any], limit: int = 8) -> list[EvidenceLine]:
+def evidence(dec: DecisionDoc, limit: int = 8) -> list[EvidenceLine]:
     return [evidence_line(e) if isinstance(e, dict) else EvidenceLine("", str(e), False) for e in dec["evidence"]][
         :limit
+    ]
+
+
+FORECAST_HEAD = ["layout (forecast)", "concurrency", "verdict", "KV @1s", "TTFT p95", "e2e p95", "preemptions"]
+
+
+def forecast_curves(dec: DecisionDoc | None) -> list[tuple[str, list[JsonObject]]]:
+    """Decide's forecast curves to show beside the measured levels: its first candidate (the measured
+    server itself, or the smallest layout) and the layout it names; none when it did not forecast."""
+    sizing = dec["forecast_sizing"] if dec else {}
+    listed = sizing.get("candidates")
+    candidates = [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
+    chosen = sizing.get("layout")
+    shown = candidates[:1] + [c for c in candidates[1:] if c.get("layout") == chosen]
+    out = []
+    for cand in shown:
+        curve = cand.get("curve")
+        rows = [r for r in curve if isinstance(r, dict)] if isinstance(curve, list) else []
+        if rows:
+            out.append((str(cand.get("layout")), rows))
+    return out
+
+
+def forecast_rows(dec: DecisionDoc | None) -> list[list[str]]:
+    return [
+        [
+            layout,
+            fmt_count(number(r.get("concurrency"))),
+            str(r.get("verdict", NONE)),
+            fmt_pct(number(r.get("max_kv_usage_sampled"))),
+            fmt_ms(number(r.get("ttft_ms_p95"))),
+            fmt_ms(number(r.get("latency_ms_p95"))),
+            fmt_count(number(r.get("preemptions"))),
+        ]
+        for layout, rows in forecast_curves(dec)
+        for r in rows
     ]

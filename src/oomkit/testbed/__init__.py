@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from oomkit.serial import JsonObject
 from oomkit.testbed.model import KINDS, ModelSpec, default_model_dir, is_model_dir, make_model, read_spec, testbed_root
 from oomkit.testbed.profiles import PROFILES, TestbedProfile, render_profile, write_profiles
 
@@ -36,7 +36,7 @@ class Testbed:
     """Kinds built by this call; the others were already there and were kept."""
     profiles: tuple[Path, ...]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "root": str(self.root),
             "models": {k: str(v) for k, v in self.models.items()},

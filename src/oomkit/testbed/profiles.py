@@ -11,17 +11,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
+
+from oomkit.serial import JsonObject
 
 # Keeps the server off the network and quiet: the model is local, there is nothing to download.
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
 # 64 MiB = 65,536 tokens of the tiny Llama (1 KiB of KV per token: 2 layers x K,V x 2 heads x 64 x 2 B).
 KV_64_MIB = 64 << 20
-FAST = {"dtype": "bfloat16", "enforce_eager": True}  # eager skips torch.compile: ready in ~30 s (§10)
+FAST: JsonObject = {"dtype": "bfloat16", "enforce_eager": True}  # eager skips torch.compile: ready in ~30 s (§10)
 # The ladder's tool-call step needs these; the testbed tokenizer carries Hermes' <tool_call> tokens (cpu-testbed.md §7).
-TOOLS = {"enable_auto_tool_choice": True, "tool_call_parser": "hermes"}
+TOOLS: JsonObject = {"enable_auto_tool_choice": True, "tool_call_parser": "hermes"}
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,8 @@ class TestbedProfile:
     kind: str  # which testbed model
     expect: str  # "ready", or the triage verdict phase it must fail with
     summary: str
-    args: dict[str, Any]
+    args: JsonObject
+    """vLLM arguments by flag name, as the profile's `args:` writes them."""
     source: str
     start_timeout_s: float = 300.0
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -162,7 +164,8 @@ def by_name(name: str) -> TestbedProfile:
     raise KeyError(name)
 
 
-def profile_data(entry: TestbedProfile, model: str) -> dict[str, Any]:
+def profile_data(entry: TestbedProfile, model: str) -> JsonObject:
+    """The profile as the YAML mapping `render_profile` writes."""
     return {
         "label": entry.name,
         "description": entry.summary,
@@ -170,7 +173,7 @@ def profile_data(entry: TestbedProfile, model: str) -> dict[str, Any]:
         "port": "auto",
         "start_timeout_s": entry.start_timeout_s,
         "args": dict(entry.args),
-        "env": dict(OFFLINE_ENV),
+        "env": {**OFFLINE_ENV},
     }
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable
-from typing import Any
 
 from oomkit.logs import Record
+from oomkit.serial import Json, JsonObject
 from oomkit.triage.figures import (
     CPU_ALLOC,
     FIGURES,
@@ -20,7 +20,7 @@ from oomkit.triage.figures import (
     _gib,
     _num,
 )
-from oomkit.triage.model import Evidence
+from oomkit.triage.model import Evidence, FigureValue
 from oomkit.triage.rules import LOGO, gate
 from oomkit.triage.stats import STATS_FIELD, STATS_HEAD, STATS_NAMES, StatsAggregate
 
@@ -72,18 +72,34 @@ def split_top_level(text: str) -> dict[str, str]:
     return out
 
 
-def literal(value: str) -> Any:
+def literal(value: str) -> Json:
+    """A value as the log printed it (Python's repr), as JSON: what `literal_eval` reads, with tuples
+    and sets as lists and bytes as text, so a printed `{1, 2}` or `b'x'` cannot break `--json`."""
     try:
-        return ast.literal_eval(value)
+        return _as_json(ast.literal_eval(value))
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return value.strip("'\"")
 
 
-def parse_args_dict(text: str) -> dict[str, Any]:
+def _as_json(value: object) -> Json:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _as_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_as_json(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return sorted((_as_json(v) for v in value), key=repr)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return repr(value)  # complex numbers and the like: kept as printed
+
+
+def parse_args_dict(text: str) -> JsonObject:
     try:
-        parsed = ast.literal_eval(text)
+        parsed = _as_json(ast.literal_eval(text))
         if isinstance(parsed, dict):
-            return {str(k): v for k, v in parsed.items()}
+            return parsed
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         pass
     body = text.strip()[1:-1]  # non-literal values (enums, objects): fall back to key: value pairs
@@ -96,12 +112,12 @@ FACT_GATE = gate(
     + [OOM_LINE, OOM_ALLOCATED, OOM_PRIVATE, CPU_ALLOC, STATS_HEAD, ENGINE_CFG, ARGS_DICT, ARGS_NS, *VERSION, *MODEL]
 )
 
-Keep = Callable[[Any, Any], bool]
+Keep = Callable[[FigureValue, FigureValue], bool]
 _BETTER: dict[str, Keep] = {
     "first": lambda old, new: False,
     "last": lambda old, new: True,
-    "min": lambda old, new: isinstance(new, (int, float)) and new < old,
-    "max": lambda old, new: isinstance(new, (int, float)) and new > old,
+    "min": lambda old, new: isinstance(new, int | float) and isinstance(old, int | float) and new < old,
+    "max": lambda old, new: isinstance(new, int | float) and isinstance(old, int | float) and new > old,
 }
 
 
@@ -112,8 +128,8 @@ class FactCollector:
         self.version: str | None = None
         self.engine: str | None = None
         self.model: str | None = None
-        self.args: dict[str, Any] = {}
-        self.figures: dict[str, Any] = {}
+        self.args: JsonObject = {}  # the settings the log printed (raw input, as JSON values)
+        self.figures: dict[str, FigureValue] = {}
         self.evidence: dict[str, Evidence] = {}
         self.stats = StatsAggregate()
 
@@ -144,7 +160,7 @@ class FactCollector:
             cfg = split_top_level(m.group("cfg"))
             for key in ENGINE_KEYS & cfg.keys():
                 self.args.setdefault(key, literal(cfg[key]))
-            self.model = self.model or (literal(cfg["model"]) if "model" in cfg else None)
+            self.model = self.model or _text(literal(cfg["model"]) if "model" in cfg else None)
             self.evidence.setdefault("engine", Evidence(rec.file, rec.line, rec.text))
         for pat in VERSION:
             m = pat.search(msg)
@@ -159,7 +175,7 @@ class FactCollector:
         if m:
             self.args.update(parse_args_dict(m.group("d")))
             self.evidence["args"] = Evidence(rec.file, rec.line, rec.text)
-            self.model = self.model or self.args.get("model")
+            self.model = self.model or _text(self.args.get("model"))
         m = ARGS_NS.match(msg)
         if m:
             self.args.update({k: literal(v) for k, v in split_top_level(m.group("a")).items()})
@@ -175,10 +191,10 @@ class FactCollector:
             raw = m.group(group)
             if raw is None:
                 continue
-            value: Any = raw if name == "kv_cache_device" else _num(raw)
+            value: FigureValue = raw if name == "kv_cache_device" else _num(raw)
             self._set(name, value, rec, rule.keep)
 
-    def _set(self, name: str, value: Any, rec: Record, keep: str) -> None:
+    def _set(self, name: str, value: FigureValue, rec: Record, keep: str) -> None:
         if name not in self.figures or _BETTER[keep](self.figures[name], value):
             self.figures[name] = value
             self.evidence[name] = Evidence(rec.file, rec.line, rec.text)
@@ -221,3 +237,7 @@ class FactCollector:
         if sample:
             self.stats.add(sample, Evidence(rec.file, rec.line, rec.text))
         return True
+
+
+def _text(value: Json) -> str | None:
+    return value if isinstance(value, str) else None

@@ -3,9 +3,26 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal, TypedDict
 
 from oomkit.redact import redact, redact_obj
+from oomkit.serial import JsonObject
+
+FigureValue = float | int | str
+"""A figure the log printed: a number (GiB, tokens, x) or, for the KV cache's device, its name."""
+
+
+class StatsSummary(TypedDict, total=False):
+    """The periodic stats lines, aggregated (empty when the log has none)."""
+
+    samples: int
+    max_kv_usage_pct: float | None
+    max_running: float | None
+    max_waiting: float | None
+    preemptions: float
+    full_kv_samples: int
+    last_prefix_hit_pct: float | None
+    last: dict[str, float]
 
 
 @dataclass(frozen=True)
@@ -14,7 +31,7 @@ class Evidence:
     line: int
     text: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {"file": self.file, "line": self.line, "text": redact(self.text)}
 
     @property
@@ -29,7 +46,7 @@ class TimelineEntry:
     line: int
     time: str | None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {"phase": self.phase, "file": self.file, "line": self.line, "time": self.time}
 
 
@@ -51,7 +68,7 @@ class Verdict:
     frames, the last start-up marker reached, the failure message's own template, or the context
     (stats lines, printed figures, nothing at all)."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "phase": self.phase,
             "is_oom": self.is_oom,
@@ -80,22 +97,22 @@ class Facts:
     vllm_version: str | None
     engine: str | None
     model: str | None
-    args: dict[str, Any]
-    figures: dict[str, Any]
+    args: JsonObject  # the settings the log printed, as JSON values (raw input)
+    figures: dict[str, FigureValue]
     evidence: dict[str, Evidence] = field(default_factory=dict)  # figure/fact name → where it was printed
-    stats: dict[str, Any] = field(default_factory=dict)  # periodic stats lines, aggregated
+    stats: StatsSummary = field(default_factory=lambda: StatsSummary())  # periodic stats lines, aggregated
     starts: int = 1
 
-    def to_dict(self) -> dict[str, Any]:
-        figures = {k: self.figures.get(k) for k in FIGURE_KEYS}
+    def to_dict(self) -> JsonObject:
+        figures: JsonObject = {k: self.figures.get(k) for k in FIGURE_KEYS}
         figures.update({k: v for k, v in self.figures.items() if k not in figures})
         return {
             "vllm_version": self.vllm_version,
             "engine": self.engine,
             "model": redact(self.model) if self.model else None,
-            "args": redact_obj(self.args),
+            "args": _redacted(self.args),
             "figures": figures,
-            "stats": self.stats,
+            "stats": _stats_json(self.stats),
             "starts": self.starts,
             "evidence": {k: e.to_dict() for k, e in self.evidence.items()},
         }
@@ -114,7 +131,7 @@ class TriageResult:
     def phases_reached(self) -> list[str]:
         return [t.phase for t in self.timeline]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "oomkit_version": self.oomkit_version,
             "inputs": list(self.inputs),
@@ -124,3 +141,15 @@ class TriageResult:
             "warnings": [redact(w) for w in self.warnings],
             "lines_read": self.lines_read,
         }
+
+
+def _redacted(args: JsonObject) -> JsonObject:
+    out = redact_obj(args)  # a JSON object stays one: redaction only masks and scans values
+    return out if isinstance(out, dict) else {}
+
+
+def _stats_json(stats: StatsSummary) -> JsonObject:
+    out: JsonObject = {k: v for k, v in stats.items() if k != "last" and isinstance(v, int | float | None)}
+    if "last" in stats:
+        out["last"] = dict(stats["last"])
+    return out

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
-from oomkit.triage.model import Evidence
+from oomkit.triage.model import Evidence, StatsSummary
 
 R = re.compile
 STATS_HEAD = R(
@@ -76,9 +75,9 @@ class StatsAggregate:
                 self.max[name] = peak
                 self.max_evidence.pop(name, None)  # the peak's line was counted, not read
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> StatsSummary:
         if not self.samples:
-            return {}
+            return StatsSummary()
         return {
             "samples": self.samples,
             "max_kv_usage_pct": self.max.get("kv_usage_pct"),

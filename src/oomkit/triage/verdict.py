@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from oomkit.redact import redact
 from oomkit.triage.engine import Hit, Triage
 from oomkit.triage.markers import WORKER_START
-from oomkit.triage.model import DecidedBy, Verdict
+from oomkit.triage.model import DecidedBy, FigureValue, Verdict
 from oomkit.triage.quiet import no_failure_verdict, pressure_verdict
 from oomkit.triage.rules import PHASES
 from oomkit.triage.verdict_make import Conclusion, make_verdict, wrapper_hits
@@ -72,7 +74,7 @@ def decided_by(hit: Hit) -> DecidedBy:
     return sources.get(hit.context_source, "context")
 
 
-def _context_phase(hit: Hit, figures: dict | None = None) -> tuple[str, str, str]:
+def _context_phase(hit: Hit, figures: Mapping[str, FigureValue] | None = None) -> tuple[str, str, str]:
     phase, source = hit.context_phase, hit.context_source
     if phase is None or phase == "timeout":  # a memory error is not placed by a wait it interrupted
         return _placeless(hit, figures or {})
@@ -96,7 +98,7 @@ def _context_phase(hit: Hit, figures: dict | None = None) -> tuple[str, str, str
     )
 
 
-def _placeless(hit: Hit, figures: dict) -> tuple[str, str, str]:
+def _placeless(hit: Hit, figures: Mapping[str, FigureValue]) -> tuple[str, str, str]:
     """A memory error with no marker or frame around it: what its own numbers imply, else unknown."""
     if hit.rule.cls == "oom_host":  # host RAM peaks while weights are read into memory
         return (
@@ -104,8 +106,8 @@ def _placeless(hit: Hit, figures: dict) -> tuple[str, str, str]:
             "low",
             "host-memory kill with no phase marker in the log; weight loading is where host RAM peaks",
         )
-    tried, total = figures.get("oom_tried_gib"), figures.get("oom_total_gib")
-    allocated = figures.get("oom_pytorch_allocated_gib")
+    tried, total = _gib(figures, "oom_tried_gib"), _gib(figures, "oom_total_gib")
+    allocated = _gib(figures, "oom_pytorch_allocated_gib")
     if tried and total and tried > total:
         return (
             "memory_profiling",
@@ -124,7 +126,7 @@ def _placeless(hit: Hit, figures: dict) -> tuple[str, str, str]:
                 "the engine was past start-up; no stats line tells prefill from decode"
             ),
         )
-    private = figures.get("oom_private_pools_gib")
+    private = _gib(figures, "oom_private_pools_gib")
     if private and hit.rule.is_oom:
         return (
             "serving_prefill",
@@ -146,6 +148,11 @@ def _placeless(hit: Hit, figures: dict) -> tuple[str, str, str]:
             ),
         )
     return "unknown", "low", "memory error with no phase marker or traceback frame to place it"
+
+
+def _gib(figures: Mapping[str, FigureValue], name: str) -> float | None:
+    value = figures.get(name)
+    return float(value) if isinstance(value, int | float) else None
 
 
 def _vanished(t: Triage, died: Hit, hits: list[Hit]) -> Verdict:

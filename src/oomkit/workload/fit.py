@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from oomkit.errors import InputError
-from oomkit.serial import JsonObject, to_json_object, to_jsonable
-from oomkit.workload.requestset import RequestSet, SetRequest, body_id
+from oomkit.fsio import json_list, json_object, json_objects
+from oomkit.serial import Json, JsonObject, to_json_object, to_jsonable
+from oomkit.workload.requestset import RequestSet, SetRequest, body_id, messages_of, with_messages
 from oomkit.workload.tokens import CHARS_PER_TOKEN
 
 # A chat template wraps each message in role markers (Llama 3: 5 tokens, ChatML: 4-5) and, with
@@ -31,7 +31,7 @@ TEMPLATE_TOKENS_WITH_TOOLS = 200
 # The parts materialise.py counts; their sum is the prompt when it was not measured as a whole.
 PARTS = ("system_instruction", "format_rules", "user_task", "history", "workflow_metadata", "tools")
 
-Messages = list[dict[str, Any]]
+Messages = list[JsonObject]
 
 
 @dataclass(frozen=True)
@@ -139,9 +139,10 @@ class DoesNotFit(InputError):
         }
 
 
-def split_turns(messages: Messages) -> tuple[Messages, list[Messages], Messages]:
-    """(head, turns, tail): the system prompt and the task, the history as turns (an assistant
-    message and the messages that answer it), the step's own last message."""
+def split_turns(body_messages: Json | None) -> tuple[Messages, list[Messages], Messages]:
+    """(head, turns, tail) of a body's `messages`: the system prompt and the task, the history as
+    turns (an assistant message and the messages that answer it), the step's own last message."""
+    messages = [m for m in json_list(body_messages) if isinstance(m, dict)]
     head_len = min(2 if messages and messages[0].get("role") == "system" else 1, len(messages))
     if len(messages) <= head_len:
         return list(messages), [], []
@@ -165,14 +166,14 @@ def prompt_tokens_estimate(req: SetRequest) -> int:
     for key in ("prompt_tokens", "prompt_tokens_estimate"):
         if isinstance(req.sizes.get(key), int):
             return int(req.sizes[key])
-    messages = req.body["messages"]
+    messages = messages_of(req.body)
     parts = sum(v for k, v in req.sizes.items() if k in PARTS and isinstance(v, int))
     text = sum(len(_text(m)) for m in messages) + len(json.dumps(req.body.get("tools") or ""))
     margin = TEMPLATE_TOKENS_PER_MESSAGE * len(messages) + (TEMPLATE_TOKENS_WITH_TOOLS if req.body.get("tools") else 0)
     return max(parts, math.ceil(text / CHARS_PER_TOKEN)) + margin
 
 
-def _text(m: dict[str, Any]) -> str:
+def _text(m: JsonObject) -> str:
     return str(m.get("content") or "") + (json.dumps(m["tool_calls"]) if m.get("tool_calls") else "")
 
 
@@ -182,7 +183,7 @@ def _content_chars(turn: Messages) -> int:
 
 def _call_tokens(turn: Messages) -> int:
     """The tool calls as a template renders them: each function's name and arguments."""
-    calls = [c.get("function") or {} for m in turn for c in m.get("tool_calls") or []]
+    calls = [json_object(c.get("function")) for m in turn for c in json_objects(m.get("tool_calls"))]
     return sum(
         math.floor((len(str(f.get("name", ""))) + len(str(f.get("arguments", "")))) / CHARS_PER_TOKEN) for f in calls
     )
@@ -207,7 +208,7 @@ def fit_request(req: SetRequest, max_model_len: int) -> tuple[SetRequest, Trimme
     prompt = prompt_tokens_estimate(req)
     if prompt + output <= max_model_len:
         return req, None
-    turns = split_turns(req.body["messages"])[1]
+    turns = split_turns(req.body.get("messages"))[1]
     freed = turn_tokens(req, turns)
     drop = 0
     while drop < len(turns) and prompt - sum(freed[:drop]) + output > max_model_len:
@@ -222,8 +223,8 @@ def fit_request(req: SetRequest, max_model_len: int) -> tuple[SetRequest, Trimme
 
 def without_turns(req: SetRequest, drop: int, prompt_tokens: int) -> SetRequest:
     """The request without its `drop` oldest turns; its sizes say the prompt is now an estimate."""
-    head, turns, tail = split_turns(req.body["messages"])
-    body = {**req.body, "messages": head + [m for t in turns[drop:] for m in t] + tail}
+    head, turns, tail = split_turns(req.body.get("messages"))
+    body = with_messages(req.body, head + [m for t in turns[drop:] for m in t] + tail)
     chars = [_content_chars(t) for t in turns]
     history = int(req.sizes.get("history", 0))
     sizes = {k: v for k, v in req.sizes.items() if k != "prompt_tokens"}

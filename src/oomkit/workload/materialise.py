@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 import random
 from datetime import UTC, datetime
-from typing import Any
 
 from oomkit import __version__
+from oomkit.serial import Json, JsonObject
 from oomkit.workload.requestset import RequestSet, SetRequest, body_id
 from oomkit.workload.spec import TokenSize, Workload
-from oomkit.workload.text import fit, text_of, tool_definition, valid_arguments, words
+from oomkit.workload.text import fit, text_of, tool_definition, words
 from oomkit.workload.tokens import TokenCounter
 
 SHORT_PROMPT = "Reply with one short sentence: are you ready?"
@@ -39,6 +39,7 @@ class _Builder:
             )
             for i in range(wl.tools.count)
         ]
+        self.tools_json: list[Json] = [t.to_json() for t in self.tools]  # what every request carries
         self.sys_tokens = draw(wl.system_instruction_tokens, rng)
         self.rules_tokens = draw(wl.format_rules_tokens, rng)
         self.sys_pool = words(rng, max(1, self.sys_tokens) * 3)
@@ -56,8 +57,8 @@ class _Builder:
             full = full[:shared] + tail
         return full, {"system_instruction": self.counter.count(sys_text), "format_rules": self.counter.count(rules)}
 
-    def history(self, session: int, step: int, rng: random.Random) -> tuple[list[dict[str, Any]], int]:
-        msgs: list[dict[str, Any]] = []
+    def history(self, session: int, step: int, rng: random.Random) -> tuple[list[Json], int]:
+        msgs: list[Json] = []
         tokens = 0
         for j in range(step):
             action = text_of(rng, draw(self.wl.history.assistant_action_tokens, rng), self.counter)
@@ -66,9 +67,12 @@ class _Builder:
             if self.tools:
                 tool = self.tools[(session + j) % len(self.tools)]
                 call_id = f"call_{session}_{j}"
-                args = json.dumps(valid_arguments(tool, rng))
-                fn = {"name": tool["function"]["name"], "arguments": args}
-                call = {"id": call_id, "type": "function", "function": fn}
+                args = json.dumps(tool.valid_arguments(rng))
+                call: JsonObject = {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": tool.name, "arguments": args},
+                }
                 msgs += [
                     {"role": "assistant", "content": action, "tool_calls": [call]},
                     {"role": "tool", "tool_call_id": call_id, "content": result},
@@ -77,17 +81,17 @@ class _Builder:
                 msgs += [{"role": "assistant", "content": action}, {"role": "user", "content": result}]
         return msgs, tokens
 
-    def tool_choice(self, session: int, step: int) -> Any:
+    def tool_choice(self, session: int, step: int) -> Json:
         choice = self.wl.tools.choice
         if not self.tools:
             return None
         if choice == "named":
-            name = self.tools[(session + step) % len(self.tools)]["function"]["name"]
+            name = self.tools[(session + step) % len(self.tools)].name
             return {"type": "function", "function": {"name": name}}
         return choice
 
-    def sampling(self, rng: random.Random) -> dict[str, Any]:
-        body: dict[str, Any] = {
+    def sampling(self, rng: random.Random) -> JsonObject:
+        body: JsonObject = {
             "max_tokens": draw(self.wl.output_tokens, rng),
             "temperature": self.wl.temperature,
             "seed": rng.randint(0, 2**31 - 1),
@@ -108,17 +112,17 @@ class _Builder:
             self.counter,
             f"[workflow] session {session} step {step + 1}/{self.wl.steps} ",
         )
-        messages = [
+        messages: list[Json] = [
             {"role": "system", "content": system},
             {"role": "user", "content": task},
             *history,
             {"role": "user", "content": meta},
         ]
-        body: dict[str, Any] = {"messages": messages, **self.sampling(rng_step)}
+        body: JsonObject = {"messages": messages, **self.sampling(rng_step)}
         if self.tools:
-            body["tools"] = self.tools
+            body["tools"] = self.tools_json
             body["tool_choice"] = self.tool_choice(session, step)
-        tools = sum(self.counter.count(json.dumps(t)) for t in self.tools)
+        tools = sum(self.counter.count(json.dumps(t)) for t in self.tools_json)
         sizes.update(
             user_task=self.counter.count(task),
             history=hist_tokens,
@@ -128,7 +132,7 @@ class _Builder:
         return self.finish("agent", session, step, body, sizes)
 
     def finish(
-        self, kind: str, session: int | None, step: int | None, body: dict[str, Any], sizes: dict[str, int]
+        self, kind: str, session: int | None, step: int | None, body: JsonObject, sizes: dict[str, int]
     ) -> SetRequest:
         prompt = self.counter.count_chat(body)
         if prompt is not None:
@@ -136,7 +140,7 @@ class _Builder:
         return SetRequest(body_id(body), kind, session, step, body, sizes)
 
     def probes(self) -> list[SetRequest]:
-        short = {
+        short: JsonObject = {
             "messages": [{"role": "user", "content": SHORT_PROMPT}],
             "max_tokens": SHORT_MAX_TOKENS,
             "temperature": 0.0,
@@ -144,15 +148,14 @@ class _Builder:
         }
         out = [self.finish("short", None, None, short, {})]
         if self.tools:
-            tool = self.tools[0]
-            name = tool["function"]["name"]
+            name = self.tools[0].name
             system, sizes = self.system(0)
-            body = {
+            body: JsonObject = {
                 "messages": [
                     {"role": "system", "content": system},
                     {"role": "user", "content": f"Call the tool {name} now."},
                 ],
-                "tools": self.tools,
+                "tools": self.tools_json,
                 "tool_choice": {"type": "function", "function": {"name": name}},
                 "max_tokens": TOOL_MAX_TOKENS,
                 "temperature": self.wl.temperature,
@@ -165,7 +168,7 @@ class _Builder:
 def materialise(wl: Workload, counter: TokenCounter, tokenizer_note: str | None = None) -> RequestSet:
     b = _Builder(wl, counter)
     requests = b.probes() + [b.agent(s, k) for s in range(wl.sessions) for k in range(wl.steps)]
-    header = {
+    header: JsonObject = {
         "workload": wl.model_dump(mode="json"),
         "tokenizer": counter.source,
         "tokenizer_note": tokenizer_note,

@@ -11,12 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from oomkit.errors import InputError
-from oomkit.fsio import JSON_ERRORS, read_text_limited, write_text_atomic
+from oomkit.fsio import JSON_ERRORS, json_list, json_object, read_text_limited, write_text_atomic
+from oomkit.serial import Json, JsonObject
 
 KIND = "oomkit.request_set/1"
 KINDS = ("short", "tool", "agent")
@@ -24,12 +25,23 @@ KINDS = ("short", "tool", "agent")
 REQUEST_SET_LIMIT_BYTES = 2 * 2**30
 
 
-def canonical(obj: Any) -> str:
+def canonical(obj: Json) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def body_id(body: dict[str, Any]) -> str:
+def body_id(body: JsonObject) -> str:
     return hashlib.sha256(canonical(body).encode()).hexdigest()[:16]
+
+
+def messages_of(body: JsonObject) -> list[JsonObject]:
+    """A chat body's messages (`read_request_set` refuses a set whose messages are not objects)."""
+    return [m for m in json_list(body.get("messages")) if isinstance(m, dict)]
+
+
+def with_messages(body: JsonObject, messages: Iterable[JsonObject]) -> JsonObject:
+    """`body` with other messages, every other field kept in its place."""
+    new: list[Json] = [*messages]
+    return {**body, "messages": new}
 
 
 @dataclass(frozen=True)
@@ -39,17 +51,18 @@ class SetRequest:
     """short (ladder step 1), tool (step 2) or agent (a step of a session)."""
     session: int | None
     step: int | None
-    body: dict[str, Any]
+    body: JsonObject
+    """The chat completion body as sent (an OpenAI request: raw JSON, also when read back)."""
     sizes: dict[str, int] = field(default_factory=dict)
     """Token sizes of the parts, and prompt_tokens through the chat template when measured."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "id": self.id,
             "kind": self.kind,
             "session": self.session,
             "step": self.step,
-            "sizes": self.sizes,
+            "sizes": {**self.sizes},
             "body": self.body,
         }
 
@@ -57,11 +70,12 @@ class SetRequest:
 @dataclass(frozen=True)
 class RequestSet:
     id: str
-    header: dict[str, Any]
+    header: JsonObject
+    """Line 1 of the file: kind, id, the workload, how tokens were counted."""
     requests: tuple[SetRequest, ...]
 
     @classmethod
-    def build(cls, header: dict[str, Any], requests: list[SetRequest]) -> RequestSet:
+    def build(cls, header: JsonObject, requests: list[SetRequest]) -> RequestSet:
         set_id = hashlib.sha256("".join(r.id for r in requests).encode()).hexdigest()[:16]
         return cls(set_id, {**header, "kind": KIND, "id": set_id, "requests": len(requests)}, tuple(requests))
 
@@ -101,15 +115,19 @@ def read_request_set(path: str | os.PathLike[str]) -> RequestSet:
     return rs
 
 
-def _request(p: Path, line: int, d: Any) -> SetRequest:
+def _request(p: Path, line: int, d: Json) -> SetRequest:
     try:
+        if not isinstance(d, dict) or not isinstance(d["body"], dict):
+            raise TypeError("not an object")
+        sizes = {k: v for k, v in json_object(d.get("sizes")).items() if isinstance(v, int)}
         req = SetRequest(
-            str(d["id"]), str(d["kind"]), d.get("session"), d.get("step"), dict(d["body"]), dict(d.get("sizes") or {})
+            str(d["id"]), str(d["kind"]), _index(d.get("session")), _index(d.get("step")), d["body"], sizes
         )
         content_id = body_id(req.body)
     except (KeyError, TypeError, ValueError):  # ValueError: also a lone surrogate (\ud800) in the body
         raise InputError(f"{p}: line {line}: not a request (id, kind, body expected)") from None
-    if req.kind not in KINDS or not isinstance(req.body.get("messages"), list):
+    messages = req.body.get("messages")
+    if req.kind not in KINDS or not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
         raise InputError(f"{p}: line {line}: kind must be one of {KINDS} and body must have messages")
     if content_id != req.id:
         raise InputError(
@@ -117,3 +135,8 @@ def _request(p: Path, line: int, d: Any) -> SetRequest:
             hint="a request set must be reused unchanged; materialise the workload again",
         )
     return req
+
+
+def _index(value: Json | None) -> int | None:
+    """A session or step number as written (an int), None when there is none."""
+    return value if isinstance(value, int) else None

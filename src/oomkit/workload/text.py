@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import random
-from typing import Any
+from dataclasses import dataclass, replace
 
+from oomkit.serial import Json, JsonObject
 from oomkit.workload.spec import ParamType
 from oomkit.workload.tokens import TokenCounter
 
@@ -69,16 +70,65 @@ def text_of(rng: random.Random, tokens: int, counter: TokenCounter, prefix: str 
     return fit(words(rng, max(1, tokens) * 3), tokens, counter, prefix)
 
 
-def _param(kind: ParamType, rng: random.Random) -> dict[str, Any]:
-    if kind == "integer":
-        return {"type": "integer"}  # no bounds: grammar backends do not all enforce them
-    if kind == "number":
-        return {"type": "number"}
-    if kind == "boolean":
-        return {"type": "boolean"}
-    if kind == "enum":
-        return {"type": "string", "enum": sorted(rng.sample(["low", "medium", "high", "urgent", "none"], 3))}
-    return {"type": "string", "maxLength": 32}
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a synthetic tool: its type, and the values of an enum."""
+
+    kind: ParamType
+    choices: tuple[str, ...] = ()
+
+    @classmethod
+    def draw(cls, kind: ParamType, rng: random.Random) -> Param:
+        if kind == "enum":
+            return cls(kind, tuple(sorted(rng.sample(["low", "medium", "high", "urgent", "none"], 3))))
+        return cls(kind)
+
+    def schema(self) -> JsonObject:
+        if self.kind == "enum":
+            return {"type": "string", "enum": list(self.choices)}
+        if self.kind == "string":
+            return {"type": "string", "maxLength": 32}
+        return {"type": self.kind}  # integer: no bounds, grammar backends do not all enforce them
+
+    def value(self, rng: random.Random) -> Json:
+        """A value that validates against `schema()` (for the synthetic history)."""
+        if self.kind == "enum":
+            return rng.choice(self.choices)
+        if self.kind == "integer":
+            return rng.randint(0, 10_000)
+        if self.kind == "number":
+            return round(rng.uniform(0, 100), 2)
+        if self.kind == "boolean":
+            return rng.random() < 0.5
+        return " ".join(words(rng, 2))[:32]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A synthetic OpenAI function tool; `to_json()` is what a request carries."""
+
+    name: str
+    description: str
+    params: dict[str, Param]
+    strict: bool
+
+    def to_json(self) -> JsonObject:
+        props: JsonObject = {key: p.schema() for key, p in self.params.items()}
+        required: list[Json] = [*sorted(props)]
+        params: JsonObject = {
+            "type": "object",
+            "properties": props,
+            "required": required,
+            "additionalProperties": False,
+        }
+        fn: JsonObject = {"name": self.name, "description": self.description, "parameters": params}
+        if self.strict:
+            fn["strict"] = True
+        return {"type": "function", "function": fn}
+
+    def valid_arguments(self, rng: random.Random) -> JsonObject:
+        """Arguments that validate against the tool's schema (for the synthetic history)."""
+        return {key: p.value(rng) for key, p in self.params.items()}
 
 
 def tool_definition(
@@ -88,37 +138,15 @@ def tool_definition(
     param_types: list[ParamType],
     strict: bool,
     counter: TokenCounter,
-) -> dict[str, Any]:
-    """An OpenAI tool whose JSON is about `schema_tokens` tokens: 1-6 parameters whose types cycle
+) -> Tool:
+    """A tool whose JSON is about `schema_tokens` tokens: 1-6 parameters whose types cycle
     through `param_types`, and a description that takes the rest of the size."""
     base = TOOL_NAMES[index % len(TOOL_NAMES)]
     name = base if index < len(TOOL_NAMES) else f"{base}_{index // len(TOOL_NAMES)}"
     n_params = max(1, min(6, schema_tokens // 30))
-    props = {f"p{i}_{rng.choice(WORDS)}": _param(param_types[i % len(param_types)], rng) for i in range(n_params)}
-    params = {"type": "object", "properties": props, "required": sorted(props), "additionalProperties": False}
-    fn: dict[str, Any] = {"name": name, "description": "", "parameters": params}
-    if strict:
-        fn["strict"] = True
-    tool = {"type": "function", "function": fn}
-    fixed = counter.count(json.dumps(tool))
+    params = {f"p{i}_{rng.choice(WORDS)}": Param.draw(param_types[i % len(param_types)], rng) for i in range(n_params)}
+    tool = Tool(name, "", params, strict)
+    fixed = counter.count(json.dumps(tool.to_json()))
     pool = words(rng, max(1, schema_tokens) * 3)
     # The description's own tokens: whatever the fixed part leaves (at least one word).
-    fn["description"] = fit(pool, max(1, schema_tokens - fixed), counter)
-    return tool
-
-
-def valid_arguments(tool: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-    """Arguments that validate against the tool's schema (for the synthetic history)."""
-    out: dict[str, Any] = {}
-    for key, schema in tool["function"]["parameters"]["properties"].items():
-        if "enum" in schema:
-            out[key] = rng.choice(schema["enum"])
-        elif schema["type"] == "integer":
-            out[key] = rng.randint(0, 10_000)
-        elif schema["type"] == "number":
-            out[key] = round(rng.uniform(0, 100), 2)
-        elif schema["type"] == "boolean":
-            out[key] = rng.random() < 0.5
-        else:
-            out[key] = " ".join(words(rng, 2))[:32]
-    return out
+    return replace(tool, description=fit(pool, max(1, schema_tokens - fixed), counter))

@@ -5,9 +5,11 @@ is English words, so it is within about 25% for BPE vocabularies of 32k-200k tok
 from __future__ import annotations
 
 import math
-from typing import Any, Protocol
+from typing import Protocol
 
 import httpx
+
+from oomkit.serial import JsonObject
 
 CHARS_PER_TOKEN = 4.0
 TOKENIZE_TIMEOUT_S = 30.0
@@ -18,7 +20,7 @@ class TokenCounter(Protocol):
 
     def count(self, text: str) -> int: ...
 
-    def count_chat(self, body: dict[str, Any]) -> int | None: ...
+    def count_chat(self, body: JsonObject) -> int | None: ...
 
 
 class ApproxCounter:
@@ -27,7 +29,7 @@ class ApproxCounter:
     def count(self, text: str) -> int:
         return math.ceil(len(text) / CHARS_PER_TOKEN)
 
-    def count_chat(self, body: dict[str, Any]) -> int | None:
+    def count_chat(self, body: JsonObject) -> int | None:
         return None  # the chat template is unknown: do not pretend
 
 
@@ -47,8 +49,8 @@ class ServerCounter:
             self._cache[text] = int(resp.json()["count"])
         return self._cache[text]
 
-    def count_chat(self, body: dict[str, Any]) -> int | None:
-        payload = {"model": self.model, "messages": body["messages"], "add_generation_prompt": True}
+    def count_chat(self, body: JsonObject) -> int | None:
+        payload: JsonObject = {"model": self.model, "messages": body["messages"], "add_generation_prompt": True}
         if body.get("tools"):
             payload["tools"] = body["tools"]
         try:
