@@ -335,3 +335,14 @@ def test_cli_json_and_errors(tmp_path, capsys):
         main(["decide", str(tmp_path / "nope"), "--requirements", str(REQ)])
     err = capsys.readouterr().err
     assert code.value.code == 2 and err.startswith("oomkit: error:") and "Traceback" not in err
+
+
+def test_decides_view_of_a_ladder_step_has_the_keys_the_ladder_writes():
+    """decide reads steps through its StepDoc (decide/documents.py), written by ladder's StepResult:
+    a field added or renamed on one side must show up here, not as a silent None in a rule."""
+    import dataclasses
+
+    from oomkit.decide.documents import StepDoc
+    from oomkit.ladder.result import StepResult
+
+    assert [f.name for f in dataclasses.fields(StepResult)] == list(StepDoc.__annotations__)

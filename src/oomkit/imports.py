@@ -12,7 +12,7 @@ from pathlib import Path
 
 from oomkit.errors import InputError
 from oomkit.fsio import JSON_ERRORS, json_object, read_text_limited
-from oomkit.serial import Json, JsonObject, to_json_object
+from oomkit.serial import Json, JsonObject, number_at, to_json_object
 
 VLLM_BENCH, GUIDELLM = "vllm bench serve", "guidellm"
 
@@ -64,11 +64,6 @@ def _fingerprint(tool: str, data: JsonObject) -> str:
     return f"{tool.split()[0]}:{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
-def _num(d: JsonObject, key: str) -> float | None:
-    v = d.get(key)
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
 # The tools' own fields, read as float()/int() read them (a number, or a number as text); any other
 # shape is a TypeError, which read_import turns into one line of bad input.
 def _float(value: Json) -> float:
@@ -117,18 +112,18 @@ def from_vllm_bench(data: JsonObject, path: str) -> ImportedRun:
     rate = data.get("request_rate")
     point = LoadPoint(
         label=str(data.get("label") or f"max_concurrency={data.get('max_concurrency')}"),
-        concurrency=_num(data, "max_concurrency"),
-        request_rate=None if rate in (None, "inf") else _num(data, "request_rate"),
+        concurrency=number_at(data, "max_concurrency"),
+        request_rate=None if rate in (None, "inf") else number_at(data, "request_rate"),
         requests=completed + failed,
         errors=failed,
-        ttft_ms_p50=_num(data, "median_ttft_ms"),
-        ttft_ms_p95=_num(data, "p95_ttft_ms"),
-        ttft_ms_p99=_num(data, "p99_ttft_ms"),
-        latency_ms_p50=_num(data, "median_e2el_ms"),
-        latency_ms_p95=_num(data, "p95_e2el_ms"),
-        latency_ms_p99=_num(data, "p99_e2el_ms"),
-        output_tokens_per_s=_num(data, "output_throughput"),
-        duration_s=_num(data, "duration"),
+        ttft_ms_p50=number_at(data, "median_ttft_ms"),
+        ttft_ms_p95=number_at(data, "p95_ttft_ms"),
+        ttft_ms_p99=number_at(data, "p99_ttft_ms"),
+        latency_ms_p50=number_at(data, "median_e2el_ms"),
+        latency_ms_p95=number_at(data, "p95_e2el_ms"),
+        latency_ms_p99=number_at(data, "p99_e2el_ms"),
+        output_tokens_per_s=number_at(data, "output_throughput"),
+        duration_s=number_at(data, "duration"),
     )
     notes = []
     if point.ttft_ms_p95 is None:
@@ -166,7 +161,7 @@ def _guidellm_point(b: JsonObject, index: int) -> LoadPoint:
     return LoadPoint(
         label=f"{kind}" + (f"@{streams}" if streams else f"@{rate}" if rate else "") + f" (#{index})",
         concurrency=_float(streams) if streams else None,
-        request_rate=_num(strategy, "rate"),
+        request_rate=number_at(strategy, "rate"),
         requests=_int(totals.get("total") or 0),
         errors=_int(totals.get("errored") or 0),
         ttft_ms_p50=ttft[0],

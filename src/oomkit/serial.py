@@ -38,3 +38,10 @@ def to_json_object(obj: object) -> JsonObject:
     if not isinstance(out, dict):
         raise TypeError(f"{type(obj).__name__} is not an object in JSON")
     return out
+
+
+def number_at(obj: Mapping[str, object], key: str) -> float | None:
+    """`obj[key]` as a float when it is a JSON number (not a bool), else None: a figure read back from a
+    file another tool or stage wrote, where a missing or odd value is "not known", not an error."""
+    value = obj.get(key)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

@@ -21,7 +21,7 @@ from oomkit.errors import InputError
 from oomkit.forecast.steptime import StepLoad
 from oomkit.fsio import read_jsonl
 from oomkit.rundir import find_run
-from oomkit.serial import JsonObject, to_json_object
+from oomkit.serial import JsonObject, number_at, to_json_object
 
 MIN_POINTS = 3
 _HINT = "calibrate on a finished `oomkit ladder` or `oomkit bench` run whose answers were streamed"
@@ -90,11 +90,11 @@ def calibrate(ref: str | os.PathLike[str], runs_dir: str = "runs") -> Calibrated
 
 def _req(d: Mapping[str, object]) -> _Req | None:
     """An answered request (a requests.jsonl record) with what the fit needs; anything else is skipped."""
-    start, ttft, latency = _number(d, "started_unix_s"), _number(d, "ttft_ms"), _number(d, "latency_ms")
+    start, ttft, latency = number_at(d, "started_unix_s"), number_at(d, "ttft_ms"), number_at(d, "latency_ms")
     if d.get("ok") is not True or start is None or ttft is None or latency is None:
         return None
-    out = int(_number(d, "output_tokens") or 0)
-    prompt = int(_number(d, "prompt_tokens") or 0)
+    out = int(number_at(d, "output_tokens") or 0)
+    prompt = int(number_at(d, "prompt_tokens") or 0)
     if out > 1 and latency <= ttft:
         return None  # the whole answer came in one read: its "TTFT" is the full response time
     return _Req(
@@ -103,13 +103,8 @@ def _req(d: Mapping[str, object]) -> _Req | None:
         start + latency / 1000,
         ttft,
         (latency - ttft) / (out - 1) if out > 1 else None,
-        max(0, prompt - int(_number(d, "cached_tokens") or 0)),
+        max(0, prompt - int(number_at(d, "cached_tokens") or 0)),
     )
-
-
-def _number(d: Mapping[str, object], key: str) -> float | None:
-    v = d.get(key)
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
 def _overlap(r: _Req, reqs: list[_Req]) -> int:
