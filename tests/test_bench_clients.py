@@ -52,6 +52,7 @@ def test_two_client_processes_one_run_folder(tmp_path: Path) -> None:
     assert len(_records(result.run_dir)) == 12
     manifest = json.loads((result.run_dir / "manifest.json").read_text())
     assert [c["where"].split(":")[0] for c in manifest["clients"]] == ["local", "local"]
+    assert [c["records_via"] for c in manifest["clients"]] == ["pipe", "pipe"]
     assert manifest["partial"] is None
 
 
@@ -112,3 +113,4 @@ def test_ray_actor_clients(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert result.client.ok == 12
     manifest = json.loads((result.run_dir / "manifest.json").read_text())
     assert all(c["where"].startswith("ray:") for c in manifest["clients"])
+    assert [c["records_via"] for c in manifest["clients"]] == ["socket", "socket"]

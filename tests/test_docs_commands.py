@@ -93,6 +93,7 @@ HOW: list[tuple[str, str, str]] = [
     (r"^\.venv/bin/python tests/fixtures/env/construct\.py$", "outside", "regenerates committed fixtures"),
     (r"^\.venv/bin/python scripts/gen_vllm_knowledge\.py$", "outside", "downloads ~29 vLLM wheels (~10 min)"),
     (r"^\.venv/bin/python benchmarks/", "outside", "a benchmark (minutes); its figures are in the docs"),
+    (r"^OOMKIT_RAY_LINK=0 \.venv/bin/python benchmarks/", "outside", "a benchmark on Ray's fallback path"),
 ]
 
 # Placeholders in documented commands -> a real file of the same kind.

@@ -163,17 +163,24 @@ def test_ray_actor_clients_and_one_killed(monkeypatch: pytest.MonkeyPatch) -> No
         records, clients = asyncio.run(_send_all(PoolSpec(2, RayTarget("local", 2)), server, reqs, kill=1))
     assert [r.request_id for r in records] == [r.request_id for r in reqs]
     assert all(c.where.startswith("ray:") for c in clients)
+    assert [c.records_via for c in clients] == ["socket", "socket"]  # the driver is reachable here
     lost = [r for r in records if not r.ok]
     assert lost and all(r.error_kind == CLIENT_LOST for r in lost)
     assert all(r.ok for r in records if r.session in (0, 2))
 
 
+_NO_RAY = pytest.mark.skipif(not HAS_RAY, reason="no Ray")
+
+
 @pytest.mark.parametrize(
-    "kind", ["processes", pytest.param("ray", marks=pytest.mark.skipif(not HAS_RAY, reason="no Ray"))]
+    "kind", ["processes", pytest.param("ray", marks=_NO_RAY), pytest.param("ray calls", marks=_NO_RAY)]
 )
 def test_a_killed_client_keeps_the_records_it_had_sent(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray actors on their direct link, and on Ray calls (the fallback where an actor cannot reach
+    the driver, forced here with OOMKIT_RAY_LINK=0)."""
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    spec = PoolSpec(2, RayTarget("local", 2) if kind == "ray" else None)
+    monkeypatch.setenv("OOMKIT_RAY_LINK", "0" if kind == "ray calls" else "1")
+    spec = PoolSpec(2, RayTarget("local", 2) if kind.startswith("ray") else None)
     with FakeOpenAI(token_delay_s=0.02) as server:
         reqs = _short_then_long(4)
         records, clients = asyncio.run(_send_all(spec, server, reqs, kill=1, after=4))
@@ -182,3 +189,36 @@ def test_a_killed_client_keeps_the_records_it_had_sent(kind: str, monkeypatch: p
     assert all(by_id[f"s{s}-1"].ok for s in (0, 2))  # on the client that lived
     assert [by_id[f"s{s}-1"].error_kind for s in (1, 3)] == [CLIENT_LOST, CLIENT_LOST]
     assert clients[1].lost and clients[0].lost is None
+    assert clients[0].records_via == {"processes": "pipe", "ray": "socket", "ray calls": "ray calls"}[kind]
+
+
+def test_the_link_reads_nothing_from_a_peer_without_the_token() -> None:
+    """The driver's link unpickles only what a client that sent the run's token sends: a peer with
+    a wrong token is cut off before its frames are read, and a good one's frames arrive in order."""
+    from oomkit.scaleout.link import LinkAddress, LinkServer, connect, frame
+
+    got: list[tuple[int, object]] = []
+    ended: list[int] = []
+
+    async def scenario() -> None:
+        server = LinkServer(lambda index, message: got.append((index, message)), ended.append)
+        address = await server.start("127.0.0.1")
+        bad = await connect(LinkAddress(address.host, address.port, b"x" * 16), 0)
+        assert bad is not None
+        bad[1].write(frame(["from a stranger"]))
+        await bad[1].drain()
+        assert await bad[0].read() == b""  # the driver closed it
+        good = await connect(address, 1)
+        assert good is not None
+        await asyncio.wait_for(server.expect(1), 5)
+        for n in range(3):
+            good[1].write(frame([n]))
+        await good[1].drain()
+        good[1].close()
+        await asyncio.wait_for(server.ended(1), 5)
+        assert not server.expect(0).done()
+        await server.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 20))
+    assert got == [(1, [0]), (1, [1]), (1, [2])]
+    assert ended == [1]

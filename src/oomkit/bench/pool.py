@@ -40,7 +40,14 @@ def record_clients(run: RunDir, pool: ClientPool | None) -> tuple[str, ...]:
     partial = f"{len(lost)} of {len(clients)} clients died: " + "; ".join(c.lost or "" for c in lost) if lost else None
     run.update(
         clients=[
-            {"index": c.index, "where": c.where, "clock_offset_s": c.clock_offset_s, "lost": c.lost} for c in clients
+            {
+                "index": c.index,
+                "where": c.where,
+                "records_via": c.records_via,
+                "clock_offset_s": c.clock_offset_s,
+                "lost": c.lost,
+            }
+            for c in clients
         ],
         partial=partial,
     )

@@ -63,6 +63,9 @@ class ClientInfo:
     """The client's clock minus the driver's, measured at start; subtracted from its times."""
     lost: str | None = None
     """Why it died, when it did."""
+    records_via: str = ""
+    """How batches travel: "pipe" (local process), "socket" (Ray actor linked to the driver) or
+    "ray calls" (a Ray actor that could not reach the driver)."""
 
 
 class ClientPool(Protocol):
@@ -149,6 +152,7 @@ class _Slot:
     where: str = "?"
     offset_s: float = 0.0
     lost: str | None = None
+    via: str = ""
     pending: dict[int, tuple[asyncio.Future[RequestRecord], ChatRequest, float]] = field(default_factory=dict)
     outgoing: Batch = field(default_factory=list)
 
@@ -212,7 +216,7 @@ class Dispatcher:
                 future.set_result(lost_record(req, started, why))
 
     def clients(self) -> tuple[ClientInfo, ...]:
-        return tuple(ClientInfo(s.index, s.where, round(s.offset_s, 6), s.lost) for s in self.slots)
+        return tuple(ClientInfo(s.index, s.where, round(s.offset_s, 6), s.lost, s.via) for s in self.slots)
 
 
 class Worker:

@@ -63,6 +63,7 @@ class ProcessPool:
             self._inboxes.append(inbox)
             self._pipes[records] = index
             self._dispatch.slots[index].where = f"local:{process.pid}"
+            self._dispatch.slots[index].via = "pipe"
         self._reader = threading.Thread(target=self._read, name="oomkit-client-records", daemon=True)
         self._reader.start()
         await asyncio.to_thread(self._sync_clocks)

@@ -1,10 +1,12 @@
 """Clients as Ray actors, spread over the cluster's nodes (SPREAD scheduling): each is an async
-actor running a `Worker`, many requests at once. The driver sends each actor its requests in batches
-(one fire-and-forget `submit` call per batch) and keeps one `take` call open per actor, which returns
-every record finished since the last one; the requests that those records' agents ask next ride
-along with the next `take`. A few actor calls per batch of records, not one per request, and no
-timer to wait on. An actor that dies fails its open `take`: its unfinished requests, those whose
-records it had not yet returned, and later ones routed to it, become `client_lost`."""
+actor running a `Worker`, many requests at once. Batches of requests and records travel over a
+direct TCP link to the driver (`link`), with one `watch` call open per actor that fails when Ray
+sees the actor die. An actor that cannot reach the driver (or every actor, with OOMKIT_RAY_LINK=0)
+uses Ray calls instead: a fire-and-forget `submit` per batch of requests and one `take` call open at
+a time, which returns every record finished since the last one, the requests that those records'
+agents ask next riding along with the next `take`. Either way no timer is waited on. An actor that
+dies ends its link or fails its open call: its unfinished requests, those whose records it had not
+yet sent, and later ones routed to it, become `client_lost`."""
 
 from __future__ import annotations
 
@@ -27,9 +29,11 @@ from oomkit.scaleout.clients import (
     Worker,
     best_offset,
 )
+from oomkit.scaleout.link import CONNECT_TIMEOUT_S, LinkAddress, LinkServer, connect, frame, read_frame
 from oomkit.scaleout.ray_backend import ANSI, RayTarget, import_ray, init_kwargs
 
-MAX_CALLS_PER_ACTOR = 1_000  # at most one take and a few submits are open at once
+MAX_CALLS_PER_ACTOR = 1_000  # at most one take (or watch) and a few submits are open at once
+DRAIN_AFTER_DEATH_S = 5.0  # records already on the wire when Ray reports a death are still read
 
 
 class ClientActor:
@@ -37,6 +41,7 @@ class ClientActor:
 
     def __init__(self, index: int, endpoint: Endpoint):
         self.worker = Worker(index, endpoint)
+        self._link_tasks: list[asyncio.Task[None]] = []
 
     async def where(self) -> str:
         import ray
@@ -55,7 +60,36 @@ class ClientActor:
         self.worker.submit(batch)
         return await self.worker.take()
 
+    async def link(self, address: LinkAddress) -> bool:
+        """Connects to the driver; from then on batches come and records go over the link."""
+        connection = await connect(address, self.worker.index)
+        if connection is None:
+            return False
+        reader, writer = connection
+        loop = asyncio.get_running_loop()
+        self._link_tasks = [loop.create_task(self._read_link(reader)), loop.create_task(self._send_link(writer))]
+        return True
+
+    async def _read_link(self, reader: asyncio.StreamReader) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                self.worker.submit(await read_frame(reader))
+
+    async def _send_link(self, writer: asyncio.StreamWriter) -> None:
+        """Whatever finished since the last frame goes as one frame."""
+        with contextlib.suppress(ConnectionError):
+            while True:
+                writer.write(frame(await self.worker.take()))
+                await writer.drain()
+
+    async def watch(self) -> None:
+        """Never returns: the driver keeps this call open to hear from Ray when the actor dies."""
+        await asyncio.Event().wait()
+
     async def close(self) -> None:
+        for task in self._link_tasks:
+            task.cancel()
+        await asyncio.gather(*self._link_tasks, return_exceptions=True)
         await self.worker.close()
 
 
@@ -66,6 +100,9 @@ class RayPool:
         self._dispatch = Dispatcher(spec.clients, self._send)
         self._actors: list[Any] = []
         self._takers: list[asyncio.Task[None]] = []
+        self._links = LinkServer(self._dispatch.resolve, self._link_ended)
+        self._linked: set[int] = set()
+        self._stopping = False
         self._ray: Any = None
         self._started_ray = False
 
@@ -81,7 +118,28 @@ class RayPool:
         wheres = await asyncio.gather(*(actor.where.remote() for actor in self._actors))
         for slot, actor, where in zip(self._dispatch.slots, self._actors, wheres, strict=True):
             slot.where, slot.offset_s = where, await _offset(actor)
-        self._takers = [asyncio.create_task(self._take_records(i)) for i in range(len(self._actors))]
+        if os.environ.get("OOMKIT_RAY_LINK", "1") != "0":
+            self._linked = await self._link()
+        for index, slot in enumerate(self._dispatch.slots):
+            slot.via = "socket" if index in self._linked else "ray calls"
+            receive = self._watch if index in self._linked else self._take_records
+            self._takers.append(asyncio.create_task(receive(index)))
+
+    async def _link(self) -> set[int]:
+        """The actors that reached the driver's link; the others keep to Ray calls."""
+        try:
+            address = await self._links.start(self._ray.util.get_node_ip_address())
+        except OSError:
+            return set()
+        # An actor that dies meanwhile answers with an error: it stays on calls, whose take sees it.
+        linked = await asyncio.gather(*(actor.link.remote(address) for actor in self._actors), return_exceptions=True)
+        reached = set()
+        for index, ok in enumerate(linked):
+            with contextlib.suppress(TimeoutError):
+                if ok is True:
+                    await asyncio.wait_for(asyncio.shield(self._links.expect(index)), CONNECT_TIMEOUT_S)
+                    reached.add(index)
+        return reached
 
     async def chat(self, req: ChatRequest) -> RequestRecord:
         return await self._dispatch.chat(req)
@@ -94,8 +152,26 @@ class RayPool:
         return self._actors[index]
 
     def _send(self, index: int, batch: Batch) -> None:
-        # Fire and forget: a submit to a dead actor is seen by its open take, which fails.
-        self._actors[index].submit.remote(batch)
+        if index in self._linked:
+            # A link that has ended drops the batch: its requests end as losses with the actor.
+            self._links.send(index, batch)
+        else:
+            # Fire and forget: a submit to a dead actor is seen by its open take, which fails.
+            self._actors[index].submit.remote(batch)
+
+    def _link_ended(self, index: int) -> None:
+        if not self._stopping:
+            where = self._dispatch.slots[index].where
+            self._dispatch.fail(index, f"Ray actor {where} died (its link to the driver ended)")
+
+    async def _watch(self, index: int) -> None:
+        """Hears from Ray when a linked actor dies; the records it had sent are read first."""
+        try:
+            await self._actors[index].watch.remote()
+        except self._ray.exceptions.RayError as err:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._links.ended(index)), DRAIN_AFTER_DEATH_S)
+            self._dispatch.fail(index, _died(self._dispatch.slots[index].where, err))
 
     async def _take_records(self, index: int) -> None:
         """One take open at a time per actor: records come back as fast as the driver reads them,
@@ -114,6 +190,8 @@ class RayPool:
             batch = self._dispatch.take_outgoing(index)
 
     async def stop(self) -> None:
+        self._stopping = True
+        await self._links.close()
         for task in self._takers:
             task.cancel()
         await asyncio.gather(*self._takers, return_exceptions=True)
