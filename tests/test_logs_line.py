@@ -67,6 +67,16 @@ def test_journald_and_rfc3339():
     assert r.msg == "Application startup complete."
 
 
+def test_a_wrapper_date_stamp_before_vllms_header():
+    for stamp in ("[2024-07-08 15:17:34] ", "2024-07-08 15:17:34,123 ", "[2024-07-08T15:17:34.5+08:00]  "):
+        r = parse_line(stamp + "INFO 07-08 07:17:34 metrics.py:334] Avg prompt throughput: 1.0 tokens/s")
+        assert (r.level, r.time, r.src) == ("INFO", "07-08 07:17:34", "metrics.py:334"), stamp
+        assert r.msg.startswith("Avg prompt throughput")
+    # Another program's own dated line keeps its text: it is not read as vLLM's header.
+    r = parse_line("2024-06-05 10:00:00,123\tINFO worker.py:1724 -- Started a local Ray instance.")
+    assert r.level is None and r.msg.startswith("INFO worker.py:1724")
+
+
 def test_ansi_and_carriage_return():
     r = parse_line("\x1b[0;36m(APIServer pid=1)\x1b[0;0m \x1b[32mINFO\x1b[0m 12-02 15:42:26 [x.py:1] hello")
     assert r.msg == "hello" and r.proc == "APIServer"

@@ -87,6 +87,23 @@ EXPECTED = {
     "executorwait.log": ("timeout", False, "low", "frames"),
     # A lone OOM whose message shows CUDA-graph private pools in use: past graph capture, i.e. serving.
     "privatepools.log": ("serving_prefill", True, "low", "context"),
+    # V1's API server: the output handler got EngineDeadError (a started core died), the core's own error
+    # not in the log: a crash while serving whose exception is missing, `not_oom_other` (low).
+    "enginedead.log": ("not_oom_other", False, "low", None),
+    # V0's background engine loop died (its done-callback raises AsyncEngineDeadError); the loop starts
+    # with the first request, so this is serving.
+    "deadloop.log": ("not_oom_other", False, "low", "frames"),
+    # The engine core's traceback is cut after its first frame, while the API server's output handler
+    # (serving path) shows in another process: the server had started.
+    "cutcore.log": ("not_oom_other", False, "low", "frames"),
+    # Frames hard-wrapped at a fixed width (the path or its `, line N, in f` on the next line, with no log
+    # prefix): joined again, they place the worker's failure in vllm/distributed, the network.
+    "wrapped.log": ("network_communication", False, "low", "frames"),
+    # A traceback cut inside FlashInfer's JIT loader (get_batch_prefill_module builds the kernel on first
+    # use) during the profiling run: the installation's toolchain, not profiling.
+    "flashinfer_jit.log": ("environment", False, "low", "frames"),
+    # 0.6's TPU executors print the pool as "# TPU blocks: N": the KV cache was sized, nothing failed.
+    "tpu_blocks.log": ("healthy", False, "low", "marker"),
 }
 
 

@@ -13,6 +13,10 @@ K8S_BORDER = re.compile(r"^[│┃|]\s?(?P<rest>.*?)\s*[│┃|]?\s*$")
 K8S_PREFIX = re.compile(r"^\[pod/[^\]\s]+\]\s")
 # kubectl --timestamps / docker logs -t: RFC 3339 time first.
 RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s")
+# Wrappers that stamp each line with a full date (supervisord, tee-with-date scripts, some
+# launchers): "[2024-07-08 15:17:34] ", "2024-07-08 15:17:34,123 ". vLLM's own header never starts
+# with a four-digit year, so a line that does carries someone else's stamp first.
+DATED = re.compile(r"^\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?\s+(?=\S)")
 # docker compose: "service-name_1  | " (v1) or "service-1  | " (v2).
 COMPOSE = re.compile(r"^(?P<svc>[A-Za-z0-9][\w.\-]*)\s+\|\s?")
 # journald short format: "Dec 02 15:18:01 host unit[pid]: " — month may be localised ("6月").
@@ -66,7 +70,7 @@ def clean(raw: str) -> str:
 def _strip_wrappers(text: str) -> str:
     for _ in range(3):  # wrappers nest: journald around docker compose, kubectl around Ray
         before = text
-        m = RFC3339.match(text)
+        m = RFC3339.match(text) or DATED.match(text)
         if m:
             text = text[m.end() :]
         m = JOURNALD.match(text)

@@ -20,7 +20,9 @@ from oomkit.triage.frames import (
     DECODE_FRAME,
     ENV_FRAME,
     FRAME,
+    FRAME_HEAD,
     FRAME_PHASES,
+    FRAME_TAIL,
     PREFILL_FRAME,
     REPLY_WAIT_FRAME,
     SERVING_FRAME,
@@ -80,6 +82,7 @@ class State:
     frames_only: tuple[Evidence, int | None] | None = None  # the first frame of a log cut before its header
     methods: dict[int | None, str] = field(default_factory=dict)  # the worker method a wrapper names
     engine_warm: Evidence | None = None  # graph capture finished / engine initialised: start-up's memory steps done
+    wrapped_frame: tuple[str, int, int | None, str] | None = None  # file, line, pid, path: a frame cut by a line wrap
 
 
 class Triage:
@@ -164,16 +167,26 @@ class Triage:
             self.state.open_traceback = (Evidence(rec.file, rec.line, rec.text), rec.pid)
             return
         m = FRAME.search(rec.msg)
+        wrapped, self.state.wrapped_frame = self.state.wrapped_frame, None
         if m:
-            if self.state.open_traceback is None and self.state.frames_only is None and rec.pid not in frames:
-                # Frames with no header before them: an excerpt that starts inside a traceback.
-                self.state.frames_only = (Evidence(rec.file, rec.line, rec.text), rec.pid)
-            stack = frames.setdefault(rec.pid, [])
             path, func = m.group("path"), m.group("func")
             if path is None:  # IPython's form names Class.method: the method is what the tables know
                 path, func = m.group("ipath"), func.rsplit(".", 1)[-1]
-            stack.append(f"{path}::{func}")
-            del stack[:-MAX_FRAMES]
+            self._push_frame(rec, rec.pid, path, func)
+        elif head := FRAME_HEAD.search(rec.msg):
+            self.state.wrapped_frame = (rec.file, rec.line, rec.pid, head.group("path"))
+        elif wrapped and (rec.file, rec.line) == (wrapped[0], wrapped[1] + 1) and (tail := FRAME_TAIL.match(rec.msg)):
+            # The wrapped line's rest carries no log prefix: the frame is the process's whose line it continues.
+            self._push_frame(rec, wrapped[2], wrapped[3] + tail.group("rest"), tail.group("func"))
+
+    def _push_frame(self, rec: Record, pid: int | None, path: str, func: str) -> None:
+        frames = self.state.frames
+        if self.state.open_traceback is None and self.state.frames_only is None and pid not in frames:
+            # Frames with no header before them: an excerpt that starts inside a traceback.
+            self.state.frames_only = (Evidence(rec.file, rec.line, rec.text), pid)
+        stack = frames.setdefault(pid, [])
+        stack.append(f"{path}::{func}")
+        del stack[:-MAX_FRAMES]
 
     def _frames_phase(self, pid: int | None, memory: bool = False) -> str | None:
         """`memory`: the failure is a memory error, which an installation frame does not place."""
@@ -243,6 +256,13 @@ class Triage:
         )
         st.order.append(rule.id)
 
+    def _serving_elsewhere(self) -> str | None:
+        """The phase "serving" when another process's traceback is on the serving path (the API server's
+        output handler got the dead core's error): the server had started, whatever the cut traceback was."""
+        stacks = self.state.frames.values()
+        serving = any(SERVING_FRAME.search(f.rsplit("::", 1)[-1]) for stack in stacks for f in stack)
+        return "serving" if serving else None
+
     def _context(self, rec: Record, memory: bool = False) -> tuple[str | None, str]:
         framed = self._frames_phase(rec.pid, memory)
         if framed and framed != "serving":
@@ -292,6 +312,6 @@ class Triage:
         if cut is None or st.shutdown is not None or any(h.rule.cls != "pressure" for h in hits):
             return None
         evidence, pid = cut
-        framed = self._frames_phase(pid)
+        framed = self._frames_phase(pid) or self._serving_elsewhere()
         phase, source = (framed, "frames") if framed else (st.after, "markers") if st.after else (None, "none")
         return Hit(CUT_TRACEBACK, evidence, phase, source, st.ready, self._prefill_hint(pid, ""), pid)

@@ -70,12 +70,13 @@ FIGURES: tuple[FigureRule, ...] = (
     ),
     FigureRule(
         R(
-            r"^# (?:GPU|CUDA|cuda|rocm|xpu|hpu|tpu|neuron) blocks: (?P<gpu>\d+)(?:, # CPU blocks: (?P<cpu>\d+))?"
+            r"^# (?:GPU|CUDA|TPU|HPU|cuda|rocm|xpu|hpu|tpu|neuron) blocks: (?P<gpu>\d+)(?:, # CPU blocks: (?P<cpu>\d+))?"
             r"|^GPU blocks: (?P<gpu2>\d+)"
         ),
         {"gpu": "num_gpu_blocks", "gpu2": "num_gpu_blocks", "cpu": "num_cpu_blocks"},
         "min",
-        f"{V} R-V0BLOCKS; vllm/executor/executor_base.py ('# %s blocks', device_name), early V1 kv_cache_utils.py",
+        f"{V} R-V0BLOCKS; vllm/executor/executor_base.py ('# %s blocks', device_name), early V1 kv_cache_utils.py; "
+        "0.6's tpu_executor.py, ray_tpu_executor.py, hpu_executor.py ('# TPU blocks', '# HPU blocks')",
     ),
     FigureRule(
         R(r"^Overriding num_gpu_blocks=(?P<orig>-?\d+) with num_gpu_blocks_override=(?P<ovr>\d+)"),

@@ -13,6 +13,11 @@ from oomkit.triage.rules import rx
 FRAME = rx(
     r'File (?:"(?P<path>[^"]+)", line \d+|\[?(?P<ipath>[^\s\[\]"]+\.py):\d+(?:\]\([^)\s]*\))?), in (?P<func>[\w<>.]+)'
 )
+# A frame hard-wrapped by a terminal or an issue's text box (a fixed line width): the line ends inside
+# `File "path"` (at or before its closing quote) and the next line goes on with the rest of the path,
+# then `", line N, in func` (CPython's frame format, traceback.FrameSummary).
+FRAME_HEAD = rx(r'File "(?P<path>[^"]+)"?\s*$')
+FRAME_TAIL = rx(r'^(?P<rest>[^\s"]*)"?, line \d+, in (?P<func>[\w<>.]+)')
 # The innermost frame of a wait for a worker's reply (V1's shared-memory message queue, Ray's compiled-DAG
 # channels): their only errors are the wait's timeout and a cancel when the executor shuts down, so a
 # traceback that ends there, with its exception cut, is a worker that did not answer.
@@ -23,11 +28,13 @@ REPLY_WAIT_FRAME = rx(
 # The innermost frame of an exception that is the installation's, not a start-up step's: an attention
 # backend refusing the GPU or the settings in its constructor or selector (an assert on the FlashAttention
 # version, "not supported" on a head size), or a JIT build of a kernel (FlashInfer, torch cpp_extension).
+# FlashInfer's `get_*_module` functions (prefill.py, decode.py, sampling.py, ...) are its JIT loaders:
+# each runs `gen_*_module(...).build_and_load()` on first use and caches the result.
 # A memory error raised there keeps its phase (frames of the step around it).
 ENV_FRAME = rx(
     r"attention/backends/\S+\.py::__init__$|attention/selector\.py::|::get_attn_backend_cls$"
     r"|::(?:build_and_load|_jit_compile|_run_ninja_build|_write_ninja_file_and_build_library|load_cuda_ops)$"
-    r"|flashinfer/jit/\S+::|torch/utils/cpp_extension\.py::"
+    r"|flashinfer/jit/\S+::|flashinfer/\S+\.py::get_\w+_module$|torch/utils/cpp_extension\.py::"
 )
 FRAME_PHASES: tuple[tuple[re.Pattern[str], str], ...] = (
     (rx(r"capture_model|capture_end|_capture_cudagraph|cudagraph|CUDAGraph|graph_capture"), "cudagraph_capture"),
@@ -56,12 +63,23 @@ FRAME_PHASES: tuple[tuple[re.Pattern[str], str], ...] = (
 # Helpers several start-up steps call: V1's `_dummy_run` runs the profiling pass *and* each graph
 # capture. Such a frame places a failure only when no caller in the same traceback names the step.
 SHARED_STARTUP_FRAMES: tuple[tuple[re.Pattern[str], str], ...] = ((rx(r"^_dummy_run$"), "memory_profiling"),)
+# The API server's side of serving counts too: V1's AsyncLLM output handler (it pulls the engine core's
+# outputs; the core that fails at start-up never gets it constructed), V0's background engine loop
+# (started by the first request: AsyncLLMEngine.add_request -> start_background_loop; MQLLMEngine.start
+# runs it after run_startup_loop) and the loop task's done-callback (_log_task_completion from 0.6,
+# _raise_exception_on_finish before), which raises AsyncEngineDeadError.
 SERVING_FRAME = rx(
     r"execute_model|run_busy_loop|_process_engine_step|step_with_batch_queue|sample_tokens|^step$|generate|_run_engine"
+    r"|^output_handler$|^get_output_async$|^run_engine_loop$|^engine_step$|^_raise_exception_on_finish$|^_log_task_completion$"
 )
-# Messages only vLLM's model-execution path prints (V0 dumps the failed batch's input): serving.
+# Messages only vLLM's model-execution path prints (V0 dumps the failed batch's input): serving. And
+# the dead-engine errors of a running server: V1's EngineDeadError ("EngineCore encountered an issue",
+# raised by the core client once a started core dies; a core that dies while starting raises "Engine
+# core initialization failed" instead), V0's AsyncEngineDeadError from the background loop's callback.
 SERVING_MESSAGE = rx(
     r"Error in model execution|Writing input of failed execution|Dumping (?:input data for V1|scheduler output for model execution|scheduler stats)"
+    r"|EngineCore encountered an issue|AsyncLLM output_handler failed|Task finished unexpectedly\. This should never happen"
+    r"|Background loop has errored already"
 )
 PREFILL_FRAME = rx(r"prompt_logprobs|_prepare_prompt|_get_prompt_logprob|prefill")
 DECODE_FRAME = rx(r"_prepare_decode|swap_out|_preempt_by_swap|decode")

@@ -145,12 +145,12 @@ MARKERS: tuple[Marker, ...] = (
     Marker(
         "R-KVPLAN",
         rx(
-            r"^(?:[A-Z]+(?: \+ host)? KV cache size: [\d,]+ tokens|Maximum concurrency for [\d,]+ tokens|# (?:GPU|CUDA|CPU|cuda|rocm|xpu|hpu|tpu|neuron) blocks: \d+|GPU blocks: \d+|Overriding num_gpu_blocks|Auto-fit max_model_len|.*reduced max_model_len from|Add \d+ padding layers|kv cache group sizes)"
+            r"^(?:[A-Z]+(?: \+ host)? KV cache size: [\d,]+ tokens|Maximum concurrency for [\d,]+ tokens|# (?:GPU|CUDA|CPU|TPU|HPU|cuda|rocm|xpu|hpu|tpu|neuron) blocks: \d+|GPU blocks: \d+|Overriding num_gpu_blocks|Auto-fit max_model_len|.*reduced max_model_len from|Add \d+ padding layers|kv cache group sizes)"
         ),
         "kv_cache_allocation",
         "kv_cache_allocation",
         "GPU KV cache size: 1,234,560 tokens, Maximum concurrency for 32,768 tokens per request: 37.68x",
-        f"{V} §2.3 R-KVSIZE/R-CONC/R-V0BLOCKS",
+        f"{V} §2.3 R-KVSIZE/R-CONC/R-V0BLOCKS; 0.6's tpu_executor.py/hpu_executor.py ('# TPU blocks: %d')",
     ),
     Marker(
         "R-CAPTURE",

@@ -35,6 +35,8 @@ def rule_patterns() -> list[tuple[str, re.Pattern[str]]]:
         ("SHUTDOWN", markers.SHUTDOWN),
         ("SLOW_STEP", markers.SLOW_STEP),
         ("FRAME", frames.FRAME),
+        ("FRAME_HEAD", frames.FRAME_HEAD),
+        ("FRAME_TAIL", frames.FRAME_TAIL),
         ("TRACEBACK", re.compile(re.escape("Traceback (most recent call last)"))),
         ("SERVING_MESSAGE", frames.SERVING_MESSAGE),
     ]
