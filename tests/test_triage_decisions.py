@@ -38,6 +38,10 @@ EXPECTED = {
     # A worker killed by SIGILL (exit code -4) on its first request: the build's instructions do not run
     # on this host (a real vLLM 0.32 CPU log from this machine, after its VM's CPU changed): environment.
     "sigill.log": ("environment", False, "high", "template"),
+    # A kernel crash with no frames after the last start-up marker (graph capture, no ready line): the
+    # decision order puts the marker before the message, so it is that step's failure, not a serving
+    # crash (`not_oom_other`), and a low-confidence one.
+    "capture_crash_marker.log": ("cudagraph_capture", False, "low", "marker"),
     # A kernel crash inside graph capture (capture_model -> _dummy_run): the frames come before the
     # message, so the start-up phase they name, not `not_oom_other`; `_dummy_run`, which profiling
     # calls too, does not outrank the capture frame that called it.

@@ -49,12 +49,14 @@ def _from_hit(t: Triage, hit: Hit, hits: list[Hit]) -> Verdict:
     if phase is None:
         phase, confidence, reason = _context_phase(hit, t.facts.figures)
         decided = decided_by(hit)
-    elif phase == "not_oom_other" and rule.cls == "crash" and (framed := _framed_startup(hit)):
-        # The decision order puts the failing frames before the message: a kernel crash or a compile
-        # error inside start-up is a failure of that start-up phase (not memory); only a crash while
-        # serving is `not_oom_other`.
-        phase, confidence, decided = framed, "medium", "frames"
-        reason = f"{rule.id} line inside start-up: its traceback frames place it in {framed.replace('_', ' ')}"
+    elif phase == "not_oom_other" and rule.cls == "crash" and (framed := _placed_startup(hit)):
+        # The decision order puts the failing frames, then the last start-up marker, before the
+        # message: a kernel crash or a compile error inside start-up is a failure of that start-up
+        # phase (not memory); only a crash while serving is `not_oom_other`.
+        phase, decided = framed
+        confidence = "medium" if decided == "frames" else "low"
+        by = "its traceback frames place" if decided == "frames" else "the last start-up step logged before it places"
+        reason = f"{rule.id} line inside start-up: {by} it in {phase.replace('_', ' ')}"
     summary = rule.what
     if phase in ("serving_prefill", "serving_decode") and rule.phase is None:
         summary += f" while serving ({phase.split('_')[1]})"
@@ -297,10 +299,13 @@ def _crash(t: Triage, wrappers: list[Hit], hits: list[Hit]) -> Verdict:
     )
 
 
-def _framed_startup(hit: Hit) -> str | None:
-    """The start-up phase a hit's own traceback frames name, or None (no frames, or serving)."""
+def _placed_startup(hit: Hit) -> tuple[str, DecidedBy] | None:
+    """The start-up phase a hit's own traceback frames name, else the last start-up marker before
+    it; None when neither places it before the server was ready."""
     placed = _startup_context([hit])
-    return placed[0] if placed and hit.context_source == "frames" else None
+    if not placed or hit.context_source not in ("frames", "markers"):
+        return None
+    return placed[0], "frames" if hit.context_source == "frames" else "marker"
 
 
 def _startup_context(wrappers: list[Hit]) -> tuple[str, Hit] | None:
