@@ -346,3 +346,35 @@ def test_decides_view_of_a_ladder_step_has_the_keys_the_ladder_writes():
     from oomkit.ladder.result import StepResult
 
     assert [f.name for f in dataclasses.fields(StepResult)] == list(StepDoc.__annotations__)
+
+
+# -- one request of the requirement (the rule the helper's split found no test reaching) ------------
+
+
+def test_a_request_over_the_ladders_context_limit_is_tune_when_the_pool_holds_it(tmp_path):
+    # The ladder's history doubling found the server's limit at 1024 tokens; its KV pool holds 1536.
+    req = requirements(tmp_path, input_tokens={"typical": 900, "max": 1300})
+    d = run_decide(tmp_path, [copy_run(tmp_path, "ladder-small-kv")], req)
+    assert d.rule["id"] == "one_target_request_fails" and d.verdict == "tune"
+    assert d.numbers["context_limit_tokens"] == 1024 and d.numbers["kv_cache_tokens"] == 1536
+
+
+def test_a_request_over_the_context_limit_and_the_pool_is_expand(tmp_path):
+    req = requirements(tmp_path, input_tokens={"typical": 900, "max": 3000})
+    d = run_decide(tmp_path, [copy_run(tmp_path, "ladder-small-kv")], req)
+    assert d.rule["id"] == "one_target_request_fails" and d.verdict in ("expand", "change_topology")
+    assert d.numbers["longest_request_tokens"] > d.numbers["kv_cache_tokens"] == 1536
+
+
+def test_a_single_request_oom_while_serving_is_capacity_not_concurrency(tmp_path):
+    run = copy_run(tmp_path, "ladder-small-kv")
+    ladder = json.loads((run / "ladder.json").read_text())
+    first = ladder["steps"][0]
+    assert first["name"] == "short_request"
+    first["ok"] = False
+    first["failure"] = {"phase": "serving_prefill", "reason": "CUDA out of memory", "kind": "oom", "evidence": []}
+    (run / "ladder.json").write_text(json.dumps(ladder))
+    d = run_decide(tmp_path, [run])
+    assert d.rule["id"] == "one_target_request_fails" and d.verdict in ("expand", "change_topology")
+    assert d.numbers["phase"] == "serving_prefill"
+    assert not any("max_num_seqs" in r or "lower concurrency" in r for r in d.recommendations)
