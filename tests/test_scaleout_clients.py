@@ -10,6 +10,7 @@ import asyncio
 import importlib.util
 import os
 import signal
+import struct
 import time
 
 import pytest
@@ -217,8 +218,14 @@ def test_the_link_reads_nothing_from_a_peer_without_the_token() -> None:
         good[1].close()
         await asyncio.wait_for(server.ended(1), 5)
         assert not server.expect(0).done()
+        # A frame that does not unpickle ends that client's link (its requests are lost), no hang.
+        broken = await connect(address, 2)
+        assert broken is not None
+        broken[1].write(struct.pack("!I", 3) + b"\x80\x05X")
+        await broken[1].drain()
+        await asyncio.wait_for(server.ended(2), 5)
         await server.close()
 
     asyncio.run(asyncio.wait_for(scenario(), 20))
     assert got == [(1, [0]), (1, [1]), (1, [2])]
-    assert ended == [1]
+    assert ended == [1, 2]

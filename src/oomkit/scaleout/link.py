@@ -95,7 +95,7 @@ class LinkServer:
             while True:
                 message = await read_frame(reader)
                 self._on_message(index, message)
-        except (asyncio.IncompleteReadError, ConnectionError):
+        except Exception:  # noqa: BLE001 - a broken link (EOF, reset, a bad frame) is the client's end, never a hang
             self._on_closed(index)
         finally:
             self._readers.discard(task)

@@ -76,11 +76,16 @@ class ClientActor:
                 self.worker.submit(await read_frame(reader))
 
     async def _send_link(self, writer: asyncio.StreamWriter) -> None:
-        """Whatever finished since the last frame goes as one frame."""
-        with contextlib.suppress(ConnectionError):
+        """Whatever finished since the last frame goes as one frame. The link closes when this
+        stops for any reason: the driver then counts what is unanswered as lost, never waits."""
+        try:
             while True:
                 writer.write(frame(await self.worker.take()))
                 await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
 
     async def watch(self) -> None:
         """Never returns: the driver keeps this call open to hear from Ray when the actor dies."""
