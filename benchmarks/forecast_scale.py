@@ -6,6 +6,11 @@ process's (vLLM's import included), steps/s is scheduler steps over the simulati
 
     .venv/bin/python benchmarks/forecast_scale.py                        # both layouts, full size
     .venv/bin/python benchmarks/forecast_scale.py --sessions 100 --layouts tp8
+    .venv/bin/python benchmarks/forecast_scale.py --sessions 150 --save-json /tmp/before   # every figure, to diff
+
+`--save-json DIR` writes each layout's whole forecast (`oomkit forecast --json`) to DIR/LAYOUT.json
+with its wall-clock figures (`wall_s`) set to 0 and the workload's temporary path as `workload.yaml`,
+so two runs of the same code give equal files and a speed-up can be checked to change no figure.
 
 The forecast's own time limit (--time-limit, default 900 s) bounds each run: a layout that does not
 finish in it is reported as cut, with how far it got.
@@ -45,7 +50,9 @@ WORKLOAD = {
 }
 
 
-def one(layout: str, sessions: int, window_s: float, time_limit_s: float, workload: str) -> dict[str, object]:
+def one(
+    layout: str, sessions: int, window_s: float, time_limit_s: float, workload: str, save_json: str | None
+) -> dict[str, object]:
     from oomkit.forecast import ForecastRequest, forecast
     from oomkit.plan import PlanRequest
 
@@ -58,6 +65,10 @@ def one(layout: str, sessions: int, window_s: float, time_limit_s: float, worklo
         time_limit_s=time_limit_s,
     )
     f = forecast(req)
+    if save_json:
+        text = json.dumps(_without_wall(f.to_dict()), indent=1, sort_keys=True)
+        # The workload's temporary path is in the traffic notes: the same name in every run.
+        (Path(save_json) / f"{layout}.json").write_text(text.replace(workload, "workload.yaml"), encoding="utf-8")
     lay = f.layouts[0]
     rung = lay.rungs[0]
     return {
@@ -81,18 +92,29 @@ def one(layout: str, sessions: int, window_s: float, time_limit_s: float, worklo
     }
 
 
+def _without_wall(doc: object) -> object:
+    if isinstance(doc, dict):
+        return {k: 0 if k == "wall_s" else _without_wall(v) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_without_wall(v) for v in doc]
+    return doc
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sessions", type=int, default=1000)
     ap.add_argument("--window-s", type=float, default=600.0)
     ap.add_argument("--layouts", default="tp8,dep16")
     ap.add_argument("--time-limit", type=float, default=900.0)
+    ap.add_argument("--save-json", metavar="DIR", help="write each layout's whole forecast JSON here (wall_s 0)")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # run one layout in this process
     ap.add_argument("--workload", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(one(args.one, args.sessions, args.window_s, args.time_limit, args.workload)))
+        print(json.dumps(one(args.one, args.sessions, args.window_s, args.time_limit, args.workload, args.save_json)))
         return
+    if args.save_json:
+        Path(args.save_json).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         wl = Path(tmp) / "workload.yaml"
         wl.write_text(yaml.safe_dump({**WORKLOAD, "sessions": args.sessions}), encoding="utf-8")
@@ -100,6 +122,7 @@ def main() -> None:
             cmd = [sys.executable, __file__, "--one", layout, "--workload", str(wl)]
             cmd += ["--sessions", str(args.sessions), "--window-s", str(args.window_s)]
             cmd += ["--time-limit", str(args.time_limit)]
+            cmd += ["--save-json", str(Path(args.save_json).resolve())] if args.save_json else []
             out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
             line = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
             result = json.loads(line) if line.startswith("{") else {"layout": layout, "error": out.stderr[-800:]}

@@ -12,10 +12,13 @@ import heapq
 import math
 import time
 from array import array
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from oomkit.forecast.counts import percentile_of_counts
 from oomkit.forecast.engine import Engine
+from oomkit.forecast.heap import PacedCollection, paced_collection
 from oomkit.forecast.lanes import Lane, group_clock, groups_of, runnable, wake
 from oomkit.forecast.minutes import MinuteTally
 from oomkit.forecast.result import RungForecast, regime_of
@@ -68,7 +71,8 @@ class _Tally:
     slo_met: int = 0
     ttft_ms: array[float] = field(default_factory=lambda: array("d"))
     latency_ms: array[float] = field(default_factory=lambda: array("d"))
-    itl_ms: array[float] = field(default_factory=lambda: array("d"))
+    itl_ms: Counter[float] = field(default_factory=Counter)
+    """Each inter-token latency and how many tokens had it (forecast.counts: a few MB, not 64)."""
     errors_by_kind: dict[str, int] = field(default_factory=dict)
 
 
@@ -116,31 +120,37 @@ class Rung:
             self.agents.append(session_tokens(self.traffic, i, self.head))
             self.next_step.append(0)
             self._send(i, self.now_s + i * self.spread_s / self.concurrency)
-        groups = groups_of(self.lanes, self.lockstep)
-        while True:
-            self.stop_note = budget.spent()
-            if self.stop_note:
-                break
-            ready = [g for g in groups if runnable(g)]
-            group = min(ready, key=group_clock) if ready else None
-            t_step = group_clock(group) if group else math.inf
-            t_arrival = self._next_arrival_s() if self.arrivals else math.inf
-            if t_arrival == math.inf and group is None:
-                break
-            # What arrived by a step boundary joins at it, as in the engine's loop.
-            if t_arrival <= t_step:
-                self._arrive(label, groups)
-            elif self._step(group or [], t_step):
-                budget.steps += 1
-            else:
-                for lane in group or []:
-                    lane.parked = True  # scheduled nothing: only a new request can change that
+        with paced_collection() as pace:
+            self._loop(budget, label, pace)
         if self.stop_note:
             self._abort_live()
         else:
             self._fail_stalled()
         self.now_s = max([self.now_s, *(lane.clock_s for lane in self.lanes)])
         return self._result(time.monotonic() - wall0, self.now_s - start_s)
+
+    def _loop(self, budget: Budget, label: str, pace: PacedCollection) -> None:
+        """Arrivals and steps in time order until nothing is left, or the budget is spent."""
+        groups = groups_of(self.lanes, self.lockstep)
+        while True:
+            self.stop_note = budget.spent()
+            if self.stop_note:
+                return
+            ready = [g for g in groups if runnable(g)]
+            group = min(ready, key=group_clock) if ready else None
+            t_step = group_clock(group) if group else math.inf
+            t_arrival = self._next_arrival_s() if self.arrivals else math.inf
+            if t_arrival == math.inf and group is None:
+                return
+            # What arrived by a step boundary joins at it, as in the engine's loop.
+            if t_arrival <= t_step:
+                self._arrive(label, groups)
+            elif self._step(group or [], t_step):
+                budget.steps += 1
+                pace.step()
+            else:
+                for lane in group or []:
+                    lane.parked = True  # scheduled nothing: only a new request can change that
 
     def _send(self, agent: int, at_s: float) -> None:
         heapq.heappush(self.arrivals, (at_s, self.seq, agent))
@@ -194,6 +204,7 @@ class Rung:
                     lane.scheduler.update_from_output(out, self._runner_output(lane, []))  # vLLM's bookkeeping
             return False
         self.now_s = end_s = start_s + step_s
+        new_tokens = 0
         for lane, out in zip(group, outs, strict=True):
             lane.after, lane.step_end_s, lane.clock_s = lane.before, end_s, end_s
             if out is None:
@@ -201,13 +212,16 @@ class Rung:
             outputs = lane.scheduler.update_from_output(out, self._runner_output(lane, list(out.num_scheduled_tokens)))
             for eco in outputs.values():
                 for o in eco.outputs:
-                    self._token(o.request_id, len(o.new_token_ids), o.finish_reason is not None)
+                    new_tokens += self._token(o.request_id, len(o.new_token_ids), o.finish_reason is not None)
                 if eco.scheduler_stats is not None:
                     self._stats(lane, eco.scheduler_stats)
             lane.after = lane.counts()
         waiting = sum(lane.waiting for lane in self.lanes)
         self.tally.waiting_max = max(self.tally.waiting_max, waiting)
+        self.tally.output_tokens += new_tokens
         if self.minutes is not None:
+            if new_tokens:  # every token of a step has the step's end time: one bucket, counted once
+                self.minutes.tokens(end_s, new_tokens)
             self.minutes.step(end_s, self._gauge(), waiting, 0, 0)
         self.steps += 1
         return True
@@ -236,22 +250,21 @@ class Rung:
                 capped[w] += min(ctx, win)
         return StepLoad(decode, prefill, context, pairs, tuple(capped))
 
-    def _token(self, req_id: str, new: int, finished: bool) -> None:
+    def _token(self, req_id: str, new: int, finished: bool) -> int:
+        """A request's output of this step; the new tokens it counts (the caller adds them up)."""
         tr = self.live.get(req_id)
         if tr is None or not new and not finished:
-            return
+            return 0
         t = self.now_s
         if new:
             if tr.first_s is None:
                 tr.first_s = t
             else:
-                self.tally.itl_ms.append((t - tr.last_s) * 1000)
+                self.tally.itl_ms[(t - tr.last_s) * 1000] += 1
             tr.last_s = t
-            self.tally.output_tokens += new
-            if self.minutes is not None:
-                self.minutes.tokens(t, new)
         if finished:
             self._finish(req_id, tr)
+        return new
 
     def _finish(self, req_id: str, tr: _Track) -> None:
         del self.live[req_id]
@@ -268,9 +281,12 @@ class Rung:
         self.next_step[tr.agent] += 1
         if self.next_step[tr.agent] < self.steps_per_session:
             self._send(tr.agent, self.now_s)
+        else:
+            self.agents[tr.agent].release()
 
     def _error(self, agent: int, kind: str) -> None:
         # As in a ladder rung, a failed request ends its session.
+        self.agents[agent].release()
         self.tally.requests += 1
         self.tally.errors += 1
         self.tally.errors_by_kind[kind] = self.tally.errors_by_kind.get(kind, 0) + 1
@@ -337,8 +353,8 @@ class Rung:
             prefix_hit_rate=t.prefix_hits / t.prefix_queries if t.prefix_queries else None,
             ttft_ms_p50=percentile(t.ttft_ms, 50),
             ttft_ms_p95=percentile(t.ttft_ms, 95),
-            itl_ms_p50=percentile(t.itl_ms, 50),
-            itl_ms_p95=percentile(t.itl_ms, 95),
+            itl_ms_p50=percentile_of_counts(t.itl_ms, 50),
+            itl_ms_p95=percentile_of_counts(t.itl_ms, 95),
             latency_ms_p50=percentile(t.latency_ms, 50),
             latency_ms_p95=percentile(t.latency_ms, 95),
             output_tokens_per_s=t.output_tokens / simulated_s if simulated_s > 0 else None,
