@@ -136,7 +136,12 @@ def test_ctrl_c_stops_cleanly_and_keeps_records(tmp_path, workload):
         while time.monotonic() < deadline and len(fake.requests) < 4:
             time.sleep(0.1)
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # fail without leaving a running bench (and a zombie) to the tests after
+            proc.communicate()
+            raise
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
     run = next((tmp_path / "runs").iterdir())

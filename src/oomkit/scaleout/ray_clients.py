@@ -91,10 +91,15 @@ class ClientActor:
         """Never returns: the driver keeps this call open to hear from Ray when the actor dies."""
         await asyncio.Event().wait()
 
-    async def close(self) -> None:
+    async def unlink(self) -> None:
+        """Stops using the link (the driver did not register it): records then wait for `take`."""
         for task in self._link_tasks:
             task.cancel()
         await asyncio.gather(*self._link_tasks, return_exceptions=True)
+        self._link_tasks = []
+
+    async def close(self) -> None:
+        await self.unlink()
         await self.worker.close()
 
 
@@ -140,10 +145,16 @@ class RayPool:
         linked = await asyncio.gather(*(actor.link.remote(address) for actor in self._actors), return_exceptions=True)
         reached = set()
         for index, ok in enumerate(linked):
-            with contextlib.suppress(TimeoutError):
-                if ok is True:
-                    await asyncio.wait_for(asyncio.shield(self._links.expect(index)), CONNECT_TIMEOUT_S)
-                    reached.add(index)
+            if ok is not True:
+                continue
+            try:
+                await asyncio.wait_for(asyncio.shield(self._links.expect(index)), CONNECT_TIMEOUT_S)
+                reached.add(index)
+            except TimeoutError:
+                # Connected but never registered: the actor must not keep a second taker of records
+                # (one that died meanwhile is seen by its take).
+                with contextlib.suppress(self._ray.exceptions.RayError):
+                    await self._actors[index].unlink.remote()
         return reached
 
     async def chat(self, req: ChatRequest) -> RequestRecord:
