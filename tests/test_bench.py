@@ -108,6 +108,10 @@ def test_server_killed_mid_bench_keeps_what_finished(tmp_path, workload, capsys)
     assert json.loads((run / "manifest.json").read_text())["state"] == "failed"
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_cleanly_and_keeps_records(tmp_path, workload):
     with FakeOpenAI(token_delay_s=0.01) as fake:
         proc = subprocess.Popen(
@@ -131,6 +135,9 @@ def test_ctrl_c_stops_cleanly_and_keeps_records(tmp_path, workload):
             stderr=subprocess.PIPE,
             text=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+            # As in a terminal: a test run started in the background (`cmd &` in a script) inherits
+            # SIGINT ignored, and Python then keeps it ignored, as nohup'd programs should.
+            preexec_fn=_sigint_default,
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and len(fake.requests) < 4:
