@@ -25,7 +25,7 @@ from typing import Any
 
 TOKEN_BYTES = 16
 CONNECT_TIMEOUT_S = 5.0
-HELLO = struct.Struct("!16sI")  # token, client index
+HELLO = struct.Struct(f"!{TOKEN_BYTES}sI")  # token, client index
 LENGTH = struct.Struct("!I")
 
 
