@@ -2,19 +2,23 @@
 
     python benchmarks/triage_accuracy.py corpus/logs                 # dev and heldout side by side
     python benchmarks/triage_accuracy.py corpus/logs --split heldout
+    python benchmarks/triage_accuracy.py corpus/logs --split dev-ab   # dev-a (misses listed), dev-b, dev, heldout
     python benchmarks/triage_accuracy.py ../shared/fixtures/vllm-logs
     python benchmarks/triage_accuracy.py tests/fixtures/cpu-logs --labels benchmarks/cpu_log_labels.json
 
 A labelled folder holds X.log with X.json ({"label": {"phase", "is_oom", "confidence"}}), or logs
 plus a --labels file mapping file name to phase. A folder with a split file (corpus/split.json, made
 by corpus/split.py) is scored per part: `dev` is what rules may be written against, `heldout` is
-only scored. For each part: accuracy overall, per phase and on high-confidence labels; coverage (not
+only scored. `--split dev-a|dev-b|dev-ab` splits `dev` itself, by the case id's hash (DEV_A_SEED,
+about 60% `dev-a`), for a change's own held-out check: misses are listed for `dev-a` only; a change
+is designed from `dev-a`'s misses and kept only if `dev-b` and `heldout` do not drop. For each part: accuracy overall, per phase and on high-confidence labels; coverage (not
 `unknown`); wrong answers (a wrong phase, not `unknown`); false OOM on logs labelled not OOM; and a
 confusion matrix (rows: label, columns: triage)."""
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from collections import Counter, defaultdict
@@ -23,6 +27,10 @@ from pathlib import Path
 
 from oomkit.errors import OomkitError
 from oomkit.triage import analyse
+
+DEV_A_SEED = "oomkit-triage-dev-ab-1"
+DEV_A_PCT = 60
+SOURCES = ("frames", "marker", "template", "context")
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,8 @@ class Answer:
     phase: str
     is_oom: bool
     confidence: str
+    decided_by: str = "-"
+    cause: str | None = None
 
 
 def load_cases(folder: Path, labels: Path | None) -> list[Case]:
@@ -66,12 +76,18 @@ def split_of(folder: Path) -> dict[str, str] | None:
 def answer(case: Case) -> Answer:
     try:
         verdict = analyse([str(case.log)]).verdict
-        return Answer(case, verdict.phase, verdict.is_oom, verdict.confidence)
+        return Answer(case, verdict.phase, verdict.is_oom, verdict.confidence, verdict.decided_by, verdict.cause)
     except OomkitError as err:
         return Answer(case, f"error: {err.one_line()}", False, "-")
 
 
-def report(name: str, answers: list[Answer], *, list_misses: bool = True) -> list[str]:
+def dev_half(case_id: str) -> str:
+    """`dev-a` (about DEV_A_PCT%) or `dev-b`, fixed by the id's hash: adding cases moves none."""
+    digest = hashlib.sha256(f"{DEV_A_SEED}:{case_id}".encode()).digest()
+    return "dev-a" if int.from_bytes(digest[:8], "big") % 100 < DEV_A_PCT else "dev-b"
+
+
+def report(name: str, answers: list[Answer], *, list_misses: bool = True, by_rule: bool = False) -> list[str]:
     n = len(answers)
     right = [a for a in answers if a.phase == a.case.phase]
     covered = [a for a in answers if a.phase != "unknown"]
@@ -93,12 +109,17 @@ def report(name: str, answers: list[Answer], *, list_misses: bool = True) -> lis
     lines.append(f"{'phase':<24}{'right':>6}{'cases':>6}{'accuracy':>10}")
     lines += [f"{p:<24}{r:>6}{c:>6}{_pct(r, c):>10}" for p, (r, c) in sorted(per.items())]
     lines += _confusion(answers)
+    lines += _by_source(answers)
+    if by_rule:
+        lines += _by_rule(answers)
     misses = [a for a in answers if a.phase != a.case.phase]
     if not list_misses:
         # The held-out part is scored, never read: naming its misses would invite rules for them.
         return [*lines, f"misses: {len(misses)} (not listed: held-out cases are scored, not read)"]
     lines += [
-        f"miss: {a.case.log.name}: labelled {a.case.phase}, triage said {a.phase} ({a.confidence})" for a in misses
+        f"miss: {a.case.log.name}: labelled {a.case.phase}, triage said {a.phase} "
+        f"({a.confidence}; {a.decided_by} {a.cause or '-'})"
+        for a in misses
     ]
     return lines
 
@@ -113,6 +134,33 @@ def _confusion(answers: list[Answer]) -> list[str]:
     return out
 
 
+def _by_source(answers: list[Answer]) -> list[str]:
+    """Right / wrong / unknown per decision-order step (the verdict's decided_by)."""
+    out = [f"{'decided by':<12}{'right':>6}{'wrong':>6}{'unknown':>8}{'cases':>6}{'right %':>9}"]
+    for source in (*SOURCES, "-"):
+        mine = [a for a in answers if a.decided_by == source]
+        if mine:
+            out.append(_tally_row(source, mine, 12))
+    return out
+
+
+def _by_rule(answers: list[Answer]) -> list[str]:
+    """Right / wrong / unknown per deciding step and failure rule (the verdict's cause)."""
+    keys = sorted({(a.decided_by, a.cause or "-") for a in answers})
+    out = [f"{'decided by / rule':<32}{'right':>6}{'wrong':>6}{'unknown':>8}{'cases':>6}{'right %':>9}"]
+    for source, cause in keys:
+        mine = [a for a in answers if a.decided_by == source and (a.cause or "-") == cause]
+        out.append(_tally_row(f"{source} {cause}", mine, 32))
+    return out
+
+
+def _tally_row(name: str, mine: list[Answer], width: int) -> str:
+    right = sum(a.phase == a.case.phase for a in mine)
+    unknown = sum(a.phase == "unknown" and a.case.phase != "unknown" for a in mine)
+    wrong = len(mine) - right - unknown
+    return f"{name:<{width}}{right:>6}{wrong:>6}{unknown:>8}{len(mine):>6}{_pct(right, len(mine)):>9}"
+
+
 def _pct(part: int, whole: int) -> str:
     return f"{part / whole:.1%}" if whole else "-"
 
@@ -123,9 +171,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--labels", type=Path, help="JSON {file name: phase} instead of sidecar files")
     ap.add_argument(
         "--split",
-        choices=("dev", "heldout", "all", "both"),
+        choices=("dev", "heldout", "all", "both", "dev-a", "dev-b", "dev-ab"),
         default="both",
-        help="with a split file: one part, all together, or both side by side (default)",
+        help=(
+            "with a split file: one part, all together, both side by side (default), or dev's own halves "
+            "(dev-ab: dev-a, dev-b, dev and heldout; misses listed for dev-a only)"
+        ),
     )
     args = ap.parse_args(argv)
     cases = load_cases(args.folder, args.labels)
@@ -133,14 +184,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no labelled logs in {args.folder}", file=sys.stderr)
         return 2
     split = split_of(args.folder) if args.labels is None else None
-    parts = {"all": cases}
-    if split and args.split != "all":
-        parts = {part: [c for c in cases if split.get(c.log.stem) == part] for part in ("dev", "heldout")}
-        if args.split in parts:
-            parts = {args.split: parts[args.split]}
-    scored = {name: [answer(c) for c in part] for name, part in parts.items()}
+    parts = _parts(cases, split, args.split)
+    listed_parts = {"dev-a"} if args.split == "dev-ab" else {"dev", "dev-a", "dev-b", "all"}
+    answered = {c: answer(c) for c in {c for part in parts.values() for c in part}}
+    scored = {name: [answered[c] for c in part] for name, part in parts.items()}
     for name, answers in scored.items():
-        listed = report(f"{args.folder} [{name}]", answers, list_misses=name != "heldout")
+        listed = report(
+            f"{args.folder} [{name}]",
+            answers,
+            list_misses=name in listed_parts,
+            by_rule=name in ("dev-a", "dev-b"),
+        )
         print("\n".join(listed), end="\n\n")
     if {"dev", "heldout"} <= scored.keys():
         dev, held = (
@@ -148,6 +202,18 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"heldout - dev accuracy: {100 * (held - dev):+.1f} points (goal: within 5)")
     return 0
+
+
+def _parts(cases: list[Case], split: dict[str, str] | None, which: str) -> dict[str, list[Case]]:
+    if not split or which == "all":
+        return {"all": cases}
+    parts = {part: [c for c in cases if split.get(c.log.stem) == part] for part in ("dev", "heldout")}
+    halves = {h: [c for c in parts["dev"] if dev_half(c.log.stem) == h] for h in ("dev-a", "dev-b")}
+    if which == "dev-ab":
+        return {**halves, **parts}
+    if which in halves:
+        return {which: halves[which]}
+    return {which: parts[which]} if which in parts else parts
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import time
@@ -104,8 +105,21 @@ def healthy(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
             base_url=server.base_url,
             log_exists=server.log_path.is_file(),
             listening=listening(tree),
+            masks=thread_masks(tree),
         )
     return SimpleNamespace(result=server.result, tree=tree, reply=reply, during=during)
+
+
+def thread_masks(pids: list[int]) -> dict[int, tuple[str, set[frozenset[int]]]]:
+    """Per process: its title and the distinct CPU masks of its threads."""
+    out: dict[int, tuple[str, set[frozenset[int]]]] = {}
+    for pid in pids:
+        try:
+            title = " ".join(psutil.Process(pid).cmdline())
+            out[pid] = (title, {frozenset(os.sched_getaffinity(int(t))) for t in os.listdir(f"/proc/{pid}/task")})
+        except (psutil.NoSuchProcess, OSError):
+            continue
+    return out
 
 
 def test_healthy_start_is_ready_with_phases_in_order(healthy: SimpleNamespace) -> None:
@@ -118,6 +132,18 @@ def test_healthy_start_is_ready_with_phases_in_order(healthy: SimpleNamespace) -
     assert healthy.during.base_url.startswith("http://127.0.0.1:")
     assert healthy.reply.status_code == 200 and healthy.reply.json()["usage"]["completion_tokens"] > 0
     assert result.figures["kv_cache_tokens"] == 65536  # 64 MiB at 1 KiB per token
+
+
+def test_the_engine_core_is_pinned_beside_its_worker(healthy: SimpleNamespace) -> None:
+    # examples/testbed-healthy.yaml sets engine_core_cpus: [0] (oomkit.launch.affinity says why):
+    # every thread of the EngineCore runs on core 0 while serving; the API server keeps its mask.
+    manifest = json.loads((healthy.result.run_dir / "manifest.json").read_text())
+    pinning = manifest["engine_core_cpus"]
+    engines = [pid for pid, (title, _) in healthy.during.masks.items() if "::EngineCore" in title]
+    assert pinning["not_applied"] is None and pinning["cpus"] == [0]
+    assert pinning["pids"] == engines and pinning["threads"] >= 2
+    assert healthy.during.masks[engines[0]][1] == {frozenset({0})}
+    assert healthy.during.masks[healthy.tree[0]][1] == {frozenset(os.sched_getaffinity(0))}
 
 
 def test_the_launched_server_listens_on_loopback_only(healthy: SimpleNamespace) -> None:

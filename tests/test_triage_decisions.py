@@ -108,6 +108,15 @@ EXPECTED = {
     "flashinfer_jit.log": ("environment", False, "low", "frames"),
     # 0.6's TPU executors print the pool as "# TPU blocks: N": the KV cache was sized, nothing failed.
     "tpu_blocks.log": ("healthy", False, "low", "marker"),
+    # V0's "Loading model weights took X GB" ends weight loading: a cut traceback after it is in the
+    # next step, the profiling run.
+    "v0_weights_took.log": ("memory_profiling", False, "low", "marker"),
+    # V1's engine core fails after the rank assignment and before "Starting to load model" (which every
+    # vLLM from 0.6 logs as load_model begins), its exception cut: device / model-runner set-up.
+    "before_load.log": ("environment", False, "low", "marker"),
+    # An OOM in V1's sampler with CUDA graphs already captured and no ready line: the sampler warm-up,
+    # which V1 runs after capture_model (the corpus labels sampler warm-up `memory_profiling`).
+    "sampler_warmup.log": ("memory_profiling", True, "low", "context"),
 }
 
 
@@ -142,3 +151,25 @@ def test_decode_and_prefill_are_told_apart_by_the_last_stats_line(tmp_path):
     log = tmp_path / "prefill.log"
     log.write_text(prefill)
     assert analyse([str(log)]).verdict.phase == "serving_prefill"
+
+
+def test_a_failure_after_the_load_start_stays_in_weight_loading(tmp_path):
+    """The same cut failure as before_load.log, once "Starting to load model" was logged: weight loading."""
+    lines = (KINDS / "before_load.log").read_text().splitlines(keepends=True)
+    start = "INFO 05-26 07:50:26 [gpu_model_runner.py:1770] Starting to load model org/model-8b...\n"
+    log = tmp_path / "loading.log"
+    log.write_text("".join([*lines[:3], start, *lines[3:]]))
+    verdict = analyse([str(log)]).verdict
+    assert (verdict.phase, verdict.is_oom) == ("weight_loading", False), verdict.summary
+
+
+def test_private_pools_outside_the_sampler_stay_serving(tmp_path):
+    """The sampler warm-up rule needs the sampler's frames: the same OOM with a model-forward frame is
+    past start-up (the private-pools reading), and after a ready line the sampler is serving."""
+    text = (KINDS / "sampler_warmup.log").read_text()
+    forward = tmp_path / "forward.log"
+    forward.write_text(text.replace("vllm/v1/sample/sampler.py", "vllm/model_executor/models/llama.py"))
+    assert analyse([str(forward)]).verdict.phase == "serving_prefill"
+    ready = tmp_path / "ready.log"
+    ready.write_text("(APIServer pid=2100) INFO 05-05 12:00:00 [launcher.py:44] Application startup complete.\n" + text)
+    assert analyse([str(ready)]).verdict.phase.startswith("serving_")

@@ -71,6 +71,10 @@ class Profile(BaseModel):
     # validate nested YAML again and refuse what vLLM's JSON args take today (an int key, a date).
     args: dict[str, Any] = Field(default_factory=dict, description="vLLM arguments by flag name")
     env: dict[str, str] = Field(default_factory=dict)
+    engine_core_cpus: list[int] | None = Field(
+        default=None,
+        description="CPU cores for vLLM's EngineCore processes, set once ready (few-core CPU hosts: launch.affinity)",
+    )
     source: str | None = Field(default=None, exclude=True, description="the file this profile came from")
 
     @field_validator("start", mode="before")
@@ -106,6 +110,13 @@ class Profile(BaseModel):
                 raise ValueError(f"args.{key}: a value is a number, string, boolean, list of those, or a mapping")
             out[name] = val
         return out
+
+    @field_validator("engine_core_cpus")
+    @classmethod
+    def _cpus(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and (not value or min(value) < 0 or len(set(value)) != len(value)):
+            raise ValueError(f"a list of distinct core numbers (0, 1, ...), not {value!r}")
+        return value
 
     @field_validator("env", mode="before")
     @classmethod

@@ -31,7 +31,7 @@ def render_event(event: Event) -> str | None:
         peak_bytes = event.data.get("peak_bytes")
         peak = format_bytes(peak_bytes if isinstance(peak_bytes, int) else None)
         return f"{event.t_s:7.1f}s  {'READY':<20} {event.message}  (peak so far {peak})"
-    if event.kind in ("started", "stopping", "serving"):
+    if event.kind in ("started", "stopping", "serving", "note"):
         return f"{event.t_s:7.1f}s  {event.kind:<20} {redact(event.message)}"
     if event.kind == "stopped":
         return f"{event.t_s:7.1f}s  {'stopped':<20} run {event.message}"

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from oomkit.errors import RunFailed
 from oomkit.fsio import json_object
 from oomkit.launch import preflight
+from oomkit.launch.affinity import pin_engine_cores
 from oomkit.launch.follow import LogFollower, PhaseReached
 from oomkit.launch.memory import MemorySampler
 from oomkit.launch.profile import Profile, load_profile
@@ -209,8 +210,18 @@ class Server:
             served_models=self.model_ids,
             overhead=self._overhead,
         )
+        self._pin_engine_cores()
         peak = max(self._sampler.peaks.primary().values(), default=0) if self._sampler else 0
         self.emit("ready", self.base_url, ready_s=self.ready_s, peak_bytes=peak, models=to_jsonable(self.model_ids))
+
+    def _pin_engine_cores(self) -> None:
+        """The profile's `engine_core_cpus`, applied and recorded (launch.affinity says why)."""
+        if self.profile.engine_core_cpus is None or self._proc is None:
+            return
+        pinning = pin_engine_cores(self._proc.tree.live(), tuple(self.profile.engine_core_cpus))
+        self.run.update(engine_core_cpus=pinning.to_dict())
+        if pinning.reason:
+            self.emit("note", f"engine_core_cpus not applied: {pinning.reason}")
 
     def wait_exit(self, poll_s: float = 0.5) -> None:
         """Block until the server exits by itself (the foreground `oomkit launch`)."""

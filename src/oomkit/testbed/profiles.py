@@ -21,6 +21,10 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAG
 # 64 MiB = 65,536 tokens of the tiny Llama (1 KiB of KV per token: 2 layers x K,V x 2 heads x 64 x 2 B).
 KV_64_MIB = 64 << 20
 FAST: JsonObject = {"dtype": "bfloat16", "enforce_eager": True}  # eager skips torch.compile: ready in ~30 s (§10)
+# vLLM's CPU backend binds the worker to every core but the last (VLLM_CPU_OMP_THREADS_BIND=auto,
+# one core reserved for the front-end); the EngineCore's spin-wait goes beside the worker, on core 0,
+# so the API server keeps the reserved core and streams token by token (oomkit.launch.affinity).
+ENGINE_CORE_CPUS = [0]
 # The ladder's tool-call step needs these; the testbed tokenizer carries Hermes' <tool_call> tokens (cpu-testbed.md §7).
 TOOLS: JsonObject = {"enable_auto_tool_choice": True, "tool_call_parser": "hermes"}
 
@@ -174,6 +178,7 @@ def profile_data(entry: TestbedProfile, model: str) -> JsonObject:
         "start_timeout_s": entry.start_timeout_s,
         "args": dict(entry.args),
         "env": {**OFFLINE_ENV},
+        "engine_core_cpus": list(ENGINE_CORE_CPUS),
     }
 
 

@@ -81,11 +81,12 @@ MARKERS: tuple[Marker, ...] = (
     Marker(
         "R-LOADSTART",
         rx(
-            r"^(?:Starting to load model .+|Loading model from scratch\.\.\.|Loading model weights? .*|Using model weights format)"
+            r"^(?:Starting to load model .+|Loading model from scratch\.\.\.|Loading model weights? (?!took ).*|Using model weights format)"
         ),
         "weight_loading",
         "weight_loading",
         "Starting to load model /models/tiny...",
+        # Not V0's "Loading model weights took X GB": that line ends the step (R-MODELLOAD).
         f"{V} §2.3 R-LOADSTART",
     ),
     Marker(

@@ -47,7 +47,7 @@ def _from_hit(t: Triage, hit: Hit, hits: list[Hit]) -> Verdict:
     if rule.cls == "stall":  # nothing failed yet: the log ends while it waits
         confidence, reason = "medium", f"the log ends in the wait {rule.id} names, with no later start-up line"
     if phase is None:
-        phase, confidence, reason = _context_phase(hit, t.facts.figures)
+        phase, confidence, reason = _context_phase(hit, t.facts.figures, _in_sampler(t, hit))
         decided = decided_by(hit)
     elif phase == "not_oom_other" and rule.cls == "crash" and (framed := _placed_startup(hit)):
         # The decision order puts the failing frames, then the last start-up marker, before the
@@ -76,10 +76,12 @@ def decided_by(hit: Hit) -> DecidedBy:
     return sources.get(hit.context_source, "context")
 
 
-def _context_phase(hit: Hit, figures: Mapping[str, FigureValue] | None = None) -> tuple[str, str, str]:
+def _context_phase(
+    hit: Hit, figures: Mapping[str, FigureValue] | None = None, in_sampler: bool = False
+) -> tuple[str, str, str]:
     phase, source = hit.context_phase, hit.context_source
     if phase is None or phase == "timeout":  # a memory error is not placed by a wait it interrupted
-        return _placeless(hit, figures or {})
+        return _placeless(hit, figures or {}, in_sampler)
     if phase == "serving":
         hint = hit.prefill_hint
         phase = "serving_decode" if hint == "decode" else "serving_prefill"
@@ -100,7 +102,7 @@ def _context_phase(hit: Hit, figures: Mapping[str, FigureValue] | None = None) -
     )
 
 
-def _placeless(hit: Hit, figures: Mapping[str, FigureValue]) -> tuple[str, str, str]:
+def _placeless(hit: Hit, figures: Mapping[str, FigureValue], in_sampler: bool = False) -> tuple[str, str, str]:
     """A memory error with no marker or frame around it: what its own numbers imply, else unknown."""
     if hit.rule.cls == "oom_host":  # host RAM peaks while weights are read into memory
         return (
@@ -129,6 +131,18 @@ def _placeless(hit: Hit, figures: Mapping[str, FigureValue]) -> tuple[str, str, 
             ),
         )
     private = _gib(figures, "oom_private_pools_gib")
+    if private and hit.rule.is_oom and in_sampler and not hit.after_ready:
+        # V1 (0.8.5 on) warms the sampler up after capture_model, at max_num_seqs dummy requests, so
+        # that serving never allocates more there (gpu_worker.compile_or_warm_up_model): an OOM in
+        # the sampler with graphs already captured and no ready line is that warm-up.
+        return (
+            "memory_profiling",
+            "low",
+            (
+                f"CUDA graphs already held {private:g} GiB and the failing frames are the sampler's, with no "
+                "ready line: V1's sampler warm-up, which runs after graph capture"
+            ),
+        )
     if private and hit.rule.is_oom:
         return (
             "serving_prefill",
@@ -215,7 +229,8 @@ def _crash(t: Triage, wrappers: list[Hit], hits: list[Hit]) -> Verdict:
             decided_by=decided_by(first),
         )
     if exc is None and not first.after_ready and first.context_phase is not None:
-        phase = first.context_phase
+        early = _before_loading(t, first)
+        phase = early or first.context_phase
         if phase in ("distributed_init", "environment") or (
             WORKER_START.search(first.evidence.text) and phase not in ("weight_loading", "network_communication")
         ):
@@ -225,7 +240,9 @@ def _crash(t: Triage, wrappers: list[Hit], hits: list[Hit]) -> Verdict:
                 phase if phase in PHASES else "unknown",
                 False,
                 "low",
-                "start-up failed; phase from the last marker, cause not in the log",
+                'start-up failed before weight loading began (no "Starting to load model" line); cause not in the log'
+                if early
+                else "start-up failed; phase from the last marker, cause not in the log",
                 f"start-up failed during {phase.replace('_', ' ')}; the root-cause line is not in the log",
                 first.rule.id,
             ),
@@ -265,6 +282,7 @@ def _crash(t: Triage, wrappers: list[Hit], hits: list[Hit]) -> Verdict:
     placed = _startup_context(wrappers) if exc is not None else None
     if placed is not None and exc is not None:
         phase, hit = placed
+        phase = _before_loading(t, hit) or phase
         return make_verdict(
             Conclusion(
                 phase,
@@ -320,3 +338,21 @@ def _startup_context(wrappers: list[Hit]) -> tuple[str, Hit] | None:
         if phase in PHASES:
             return phase, hit
     return None
+
+
+def _before_loading(t: Triage, hit: Hit) -> str | None:
+    """`environment` for a non-memory failure that the last marker places in weight loading only as
+    the step that comes next: every vLLM from 0.6 (V0 and V1 model runners) logs "Starting to load
+    model" as load_model begins, so with no weight-loading line the failure came before it, in the
+    device, distributed or model-runner set-up (the installation and the platform, not the weights)."""
+    if hit.context_source != "markers" or hit.context_phase != "weight_loading" or hit.after_ready:
+        return None
+    reached = {entry.phase for entry in t.state.timeline}
+    return None if "weight_loading" in reached else "environment"
+
+
+def _in_sampler(t: Triage, hit: Hit) -> bool:
+    """The failing process's innermost vLLM frame is V1's sampler (vllm/v1/sample/)."""
+    stack = t.state.frames.get(hit.pid) or t.state.frames.get(None) or []
+    inner = next((frame for frame in reversed(stack) if "/vllm/" in frame), "")
+    return "/vllm/v1/sample/" in inner
