@@ -125,9 +125,25 @@ def vllm_server(workdir: Path, args: tuple[str, ...] = SMALL_KV_ARGS) -> Iterato
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(url, proc, log)
+        _pin_engine_core(proc.pid)
         yield SimpleNamespace(url=url, proc=proc, log=log, pid=proc.pid)
     finally:
         stop(proc)
+
+
+def _pin_engine_core(pid: int) -> None:
+    """As the testbed profiles do (engine_core_cpus: [0], oomkit.launch.affinity): the EngineCore's
+    spin-wait beside its worker, so the API server streams instead of sending answers in bursts, which
+    delays the client's next requests until too few overlap to preempt."""
+    import psutil
+
+    from oomkit.launch.affinity import pin_engine_cores
+    from oomkit.testbed.profiles import ENGINE_CORE_CPUS
+
+    root = psutil.Process(pid)
+    pinning = pin_engine_cores([root, *root.children(recursive=True)], tuple(ENGINE_CORE_CPUS))
+    if pinning.reason:
+        print(f"engine core not pinned: {pinning.reason}", file=sys.stderr)
 
 
 if __name__ == "__main__":  # manual use: python tests/_load_vllm.py <dir>  (Ctrl-C stops it)

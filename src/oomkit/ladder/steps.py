@@ -18,6 +18,7 @@ from oomkit.loadrun.history import scaled
 from oomkit.loadrun.knee import Knee, Rung, find_knee
 from oomkit.loadrun.progress import Progress
 from oomkit.loadrun.stats import summarise
+from oomkit.loadrun.streams import burst_note
 from oomkit.loadrun.target import Target
 from oomkit.serial import Json, JsonObject, to_json_object, to_jsonable
 from oomkit.workload.requestset import RequestSet, SetRequest
@@ -81,9 +82,11 @@ async def _failure(ctx: Ctx, windows: list[Window]):
 
 
 def _length_notes(windows: list[Window]) -> tuple[str, ...]:
-    """Requests the server refused as too long: noted, never the step's failure (loadrun.failure)."""
-    note = length_note(sum(r.error_kind == "context_length" for w in windows for r in w.records))
-    return (note,) if note else ()
+    """Requests the server refused as too long: noted, never the step's failure (loadrun.failure);
+    answers that did not stream (loadrun.streams)."""
+    records = [r for w in windows for r in w.records]
+    notes = (length_note(sum(r.error_kind == "context_length" for r in records)), burst_note(records))
+    return tuple(note for note in notes if note)
 
 
 async def _send_all(ctx: Ctx, name: str, reqs: list[SetRequest]) -> tuple[list[Window], list[RecordPair]]:

@@ -1,0 +1,37 @@
+"""Whether the answers really streamed: a server whose front-end falls behind its engine sends each
+answer's tokens together at its end, and then TTFT and ITL measure that backlog, not the engine.
+
+Seen on the CPU testbed before its EngineCore was pinned (docs/forecast.md, run 4): 21 to 40 of 46
+streamed answers came in one read. vLLM's API server is one Python process that detokenizes and
+writes every running answer at every step; short of CPU (a busy host, a small model's fast steps,
+many streams) it falls behind the same way on a GPU host."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from oomkit.client.records import RequestRecord
+
+MIN_GAPS = 4  # an answer of a few tokens can arrive in one read without any backlog
+TOGETHER_MS = 0.05  # chunks decoded from one socket read have a gap of 0 (client.records)
+BURST_SHARE = 0.8  # of an answer's gaps: it came in one burst
+NOTE_SHARE = 0.25  # of the streamed answers: worth a note
+
+
+def is_burst(record: RequestRecord) -> bool:
+    """Most of the answer's token chunks were read together, after its first."""
+    gaps = record.itl_ms
+    return len(gaps) >= MIN_GAPS and sum(g < TOGETHER_MS for g in gaps) >= BURST_SHARE * len(gaps)
+
+
+def burst_note(records: Iterable[RequestRecord]) -> str | None:
+    """A note when at least a quarter of the streamed answers came in one burst, else None."""
+    streamed = [r for r in records if r.ok and len(r.itl_ms) >= MIN_GAPS]
+    bursts = sum(is_burst(r) for r in streamed)
+    if not streamed or bursts < NOTE_SHARE * len(streamed):
+        return None
+    return (
+        f"{bursts} of {len(streamed)} streamed answers arrived in one burst (their tokens read together): "
+        "TTFT and ITL here measure the server front-end's backlog, not the engine; give vLLM's API server "
+        "more CPU (fewer other processes on its cores, --api-server-count)"
+    )
