@@ -314,6 +314,23 @@ def test_calibrating_on_a_run_without_enough_answers_is_a_clear_error(tmp_path):
         calibrate(run)
 
 
+def test_a_calibration_run_whose_answers_came_in_bursts_is_warned_about(tmp_path):
+    # The recorded small-KV ladder ran before the testbed pinned its EngineCore: 17 of its 47
+    # streamed answers came in one read. The same run with every gap 2 ms streamed.
+    from oomkit.forecast.calibrate import calibrate
+
+    warnings = calibrate(FIXTURE_RUN).warnings
+    assert len(warnings) == 1 and warnings[0].startswith("17 of 47 streamed answers")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "manifest.json").write_text((FIXTURE_RUN / "manifest.json").read_text())
+    rows = [json.loads(line) for line in (FIXTURE_RUN / "requests.jsonl").read_text().splitlines() if line]
+    for row in rows:
+        row["itl_ms"] = [2.0 for _ in row.get("itl_ms") or []]
+    (run / "requests.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert calibrate(run).warnings == ()
+
+
 # -- layouts and the DP router (issue 17 item 4) --------------------------------------------------
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from oomkit.errors import InputError
 from oomkit.forecast.steptime import StepLoad
 from oomkit.fsio import read_jsonl
+from oomkit.loadrun.streams import MIN_GAPS, NOTE_SHARE, burst_gaps
 from oomkit.rundir import find_run
 from oomkit.serial import JsonObject, number_at, to_json_object
 
@@ -38,6 +39,7 @@ class Calibrated:
     source: str
     decode_points: int
     prefill_points: int
+    warnings: tuple[str, ...] = ()
 
     def step_s(self, load: StepLoad) -> float:
         ms = self.base_ms + self.per_seq_ms * load.decode_seqs + self.per_prefill_token_ms * load.prefill_tokens
@@ -61,7 +63,8 @@ class _Req:
 
 def calibrate(ref: str | os.PathLike[str], runs_dir: str = "runs") -> Calibrated:
     run = find_run(ref, runs_dir)
-    reqs = [r for r in (_req(d) for d in read_jsonl(run.path / "requests.jsonl")) if r is not None]
+    records = read_jsonl(run.path / "requests.jsonl")
+    reqs = [r for r in (_req(d) for d in records) if r is not None]
     decode = [(float(_overlap(r, reqs)), r.tpot_ms) for r in reqs if r.tpot_ms is not None]
     alone = [(float(r.uncached_tokens), r.ttft_ms) for r in reqs if _overlap(r, reqs) == 1]
     if len(decode) < MIN_POINTS or len(alone) < MIN_POINTS:
@@ -85,6 +88,23 @@ def calibrate(ref: str | os.PathLike[str], runs_dir: str = "runs") -> Calibrated
         source=str(run.path),
         decode_points=len(decode),
         prefill_points=len(alone),
+        warnings=_burst_warning(records),
+    )
+
+
+def _burst_warning(records: list[JsonObject]) -> tuple[str, ...]:
+    """When the run's answers did not stream (loadrun.streams), its TTFTs and token gaps measure the
+    front-end's backlog: the CPU testbed before its EngineCore was pinned fitted 15-178 ms of request
+    overhead that way (docs/forecast.md, run 4)."""
+    gaps = [g for g in (d.get("itl_ms") for d in records if d.get("ok") is True) if isinstance(g, list)]
+    streamed = [g for g in gaps if len(g) >= MIN_GAPS]
+    bursts = sum(burst_gaps([float(x) for x in g if isinstance(x, (int, float))]) for g in streamed)
+    if not streamed or bursts < NOTE_SHARE * len(streamed):
+        return ()
+    return (
+        f"{bursts} of {len(streamed)} streamed answers of the calibration run arrived in one burst: its TTFT "
+        "and token gaps include the server front-end's backlog, so the fitted request overhead and step "
+        "times may be too large; calibrate on a run whose answers streamed",
     )
 
 

@@ -8,7 +8,7 @@ many streams) it falls behind the same way on a GPU host."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from oomkit.client.records import RequestRecord
 
@@ -20,8 +20,12 @@ NOTE_SHARE = 0.25  # of the streamed answers: worth a note
 
 def is_burst(record: RequestRecord) -> bool:
     """Most of the answer's token chunks were read together, after its first."""
-    gaps = record.itl_ms
-    return len(gaps) >= MIN_GAPS and sum(g < TOGETHER_MS for g in gaps) >= BURST_SHARE * len(gaps)
+    return burst_gaps(record.itl_ms)
+
+
+def burst_gaps(itl_ms: Sequence[float]) -> bool:
+    """The gaps between an answer's token chunks (requests.jsonl `itl_ms`) say it came in one burst."""
+    return len(itl_ms) >= MIN_GAPS and sum(g < TOGETHER_MS for g in itl_ms) >= BURST_SHARE * len(itl_ms)
 
 
 def burst_note(records: Iterable[RequestRecord]) -> str | None:
