@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from oomkit.errors import InputError
 from oomkit.forecast.steptime import StepLoad
 from oomkit.fsio import read_jsonl
-from oomkit.loadrun.streams import MIN_GAPS, NOTE_SHARE, burst_gaps
+from oomkit.loadrun.streams import noted_bursts
 from oomkit.rundir import find_run
 from oomkit.serial import JsonObject, number_at, to_json_object
 
@@ -96,13 +96,12 @@ def _burst_warning(records: list[JsonObject]) -> tuple[str, ...]:
     """When the run's answers did not stream (loadrun.streams), its TTFTs and token gaps measure the
     front-end's backlog: the CPU testbed before its EngineCore was pinned fitted 15-178 ms of request
     overhead that way (docs/forecast.md, run 4)."""
-    gaps = [g for g in (d.get("itl_ms") for d in records if d.get("ok") is True) if isinstance(g, list)]
-    streamed = [g for g in gaps if len(g) >= MIN_GAPS]
-    bursts = sum(burst_gaps([float(x) for x in g if isinstance(x, (int, float))]) for g in streamed)
-    if not streamed or bursts < NOTE_SHARE * len(streamed):
+    answers = (d.get("itl_ms") for d in records if d.get("ok") is True)
+    found = noted_bursts([float(x) for x in g if isinstance(x, (int, float))] for g in answers if isinstance(g, list))
+    if found is None:
         return ()
     return (
-        f"{bursts} of {len(streamed)} streamed answers of the calibration run arrived in one burst: its TTFT "
+        f"{found[0]} of {found[1]} streamed answers of the calibration run arrived in one burst: its TTFT "
         "and token gaps include the server front-end's backlog, so the fitted request overhead and step "
         "times may be too large; calibrate on a run whose answers streamed",
     )

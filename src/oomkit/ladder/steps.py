@@ -81,8 +81,8 @@ async def _failure(ctx: Ctx, windows: list[Window]):
     return await asyncio.to_thread(classify, records, ctx.target, deltas)
 
 
-def _length_notes(windows: list[Window]) -> tuple[str, ...]:
-    """Requests the server refused as too long: noted, never the step's failure (loadrun.failure);
+def _window_notes(windows: list[Window]) -> tuple[str, ...]:
+    """What a step notes without failing: requests the server refused as too long (loadrun.failure),
     answers that did not stream (loadrun.streams)."""
     records = [r for w in windows for r in w.records]
     notes = (length_note(sum(r.error_kind == "context_length" for r in records)), burst_note(records))
@@ -121,7 +121,7 @@ async def short_request(ctx: Ctx) -> StepResult:
         notes.append("reasoning markers in content: the server's reasoning parser did not separate them")
     if ctx.opts.expect_reasoning and not rec.reasoning:
         notes.append("no reasoning returned although --expect-reasoning was given")
-    notes.extend(_length_notes(windows))
+    notes.extend(_window_notes(windows))
     ok = rec.ok and not leaked and not (ctx.opts.expect_reasoning and not rec.reasoning)
     detail: JsonObject = {
         "reasoning_separated": separated,
@@ -152,7 +152,7 @@ async def tool_call(ctx: Ctx) -> StepResult:
         "retries": rec.retries,
     }
     invalid = () if not check or check.valid else (f"invalid tool call: {'; '.join(check.problems)}",)
-    notes = invalid + _length_notes(windows)
+    notes = invalid + _window_notes(windows)
     return from_windows("tool_call", windows, bool(check and check.valid), await _failure(ctx, windows), notes, detail)
 
 
@@ -174,7 +174,7 @@ async def agent_steps(ctx: Ctx) -> StepResult:
         "cached_tokens": [r.cached_tokens for _, r in pairs],
         "prompt_tokens": [r.prompt_tokens for _, r in pairs],
     }
-    notes = tuple(f"invalid tool call at {i}" for i in invalid[:3]) + _length_notes(windows)
+    notes = tuple(f"invalid tool call at {i}" for i in invalid[:3]) + _window_notes(windows)
     return from_windows("agent_steps", windows, ok, await _failure(ctx, windows), notes, detail)
 
 
@@ -284,7 +284,7 @@ async def concurrency(ctx: Ctx) -> StepResult:
     rungs, ctx.knee = await find_knee(rung, ctx.opts.max_concurrency)
     failure = await _failure(ctx, windows[-1:]) if ctx.knee.reason == "failure" else None
     blind = () if ctx.load.scraper.available else ("no /metrics: preemptions cannot be seen, only errors and SLOs",)
-    notes = blind + _length_notes(windows)
+    notes = blind + _window_notes(windows)
     detail: JsonObject = {"rungs": [r.to_dict() for r in rungs], "knee": ctx.knee.to_dict(), "steps_per_session": k}
     return from_windows("concurrency", windows, True, failure, notes, detail)
 
@@ -319,7 +319,7 @@ async def repeat(ctx: Ctx) -> StepResult:
                 )
     ctx.progress.finish()
     ok = bool(reqs) and not mismatches
-    notes = tuple(f"{m.step} {m.request_id} differs" for m in mismatches[:3]) + _length_notes(out)
+    notes = tuple(f"{m.step} {m.request_id} differs" for m in mismatches[:3]) + _window_notes(out)
     detail = to_json_object(
         {"compared": len(reqs), "temperature": 0.0, "identical_by_step": identical, "mismatches": mismatches}
     )

@@ -28,14 +28,23 @@ def burst_gaps(itl_ms: Sequence[float]) -> bool:
     return len(itl_ms) >= MIN_GAPS and sum(g < TOGETHER_MS for g in itl_ms) >= BURST_SHARE * len(itl_ms)
 
 
-def burst_note(records: Iterable[RequestRecord]) -> str | None:
-    """A note when at least a quarter of the streamed answers came in one burst, else None."""
-    streamed = [r for r in records if r.ok and len(r.itl_ms) >= MIN_GAPS]
-    bursts = sum(is_burst(r) for r in streamed)
+def noted_bursts(answers: Iterable[Sequence[float]]) -> tuple[int, int] | None:
+    """(bursts, streamed) over answered requests' chunk gaps when a quarter or more of the streamed
+    ones came in one burst; None when that is not worth a note."""
+    streamed = [gaps for gaps in answers if len(gaps) >= MIN_GAPS]
+    bursts = sum(burst_gaps(gaps) for gaps in streamed)
     if not streamed or bursts < NOTE_SHARE * len(streamed):
         return None
+    return bursts, len(streamed)
+
+
+def burst_note(records: Iterable[RequestRecord]) -> str | None:
+    """A note when at least a quarter of the streamed answers came in one burst, else None."""
+    found = noted_bursts(r.itl_ms for r in records if r.ok)
+    if found is None:
+        return None
     return (
-        f"{bursts} of {len(streamed)} streamed answers arrived in one burst (their tokens read together): "
+        f"{found[0]} of {found[1]} streamed answers arrived in one burst (their tokens read together): "
         "TTFT and ITL here measure the server front-end's backlog, not the engine; give vLLM's API server "
         "more CPU (fewer other processes on its cores, --api-server-count)"
     )
