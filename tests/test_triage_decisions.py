@@ -173,3 +173,48 @@ def test_private_pools_outside_the_sampler_stay_serving(tmp_path):
     ready = tmp_path / "ready.log"
     ready.write_text("(APIServer pid=2100) INFO 05-05 12:00:00 [launcher.py:44] Application startup complete.\n" + text)
     assert analyse([str(ready)]).verdict.phase.startswith("serving_")
+
+
+def test_a_lone_oom_far_over_the_memory_budget_is_not_read_as_serving(tmp_path):
+    """PyTorch holding 98% of the device reads as "KV pool allocated, so serving" under the default
+    0.9 budget; with --gpu-memory-utilization 0.6 that much is far past any budgeted step (weights)."""
+    oom = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 140.00 MiB. GPU 0 has a total capacity of "
+        "40.00 GiB of which 30.00 MiB is free. Process 4242 has 39.90 GiB memory in use. Of the allocated memory "
+        "39.20 GiB is allocated by PyTorch, and 60.00 MiB is reserved by PyTorch but unallocated.\n"
+    )
+    plain = tmp_path / "plain.log"
+    plain.write_text(oom)
+    assert analyse([str(plain)]).verdict.phase == "serving_prefill"
+    budgeted = tmp_path / "budgeted.log"
+    budgeted.write_text("vllm serve org/model-8b --gpu-memory-utilization 0.6 --max-model-len 8192\n" + oom)
+    verdict = analyse([str(budgeted)]).verdict
+    assert (verdict.phase, verdict.confidence) == ("weight_loading", "low"), verdict.summary
+    assert analyse([str(budgeted)]).facts.figures["gpu_memory_utilization"] == 0.6
+
+
+V0_WRAPPER = (
+    '[rank0]:   File "/usr/lib/python3.10/site-packages/vllm/worker/model_runner_base.py", line 116, in _wrapper\n'
+    "[rank0]:     return func(*args, **kwargs)\n"
+    '[rank0]:   File "/usr/lib/python3.10/site-packages/vllm/worker/mo\n'
+)
+
+
+def test_v0_execute_model_wrapper_places_a_cut_traceback(tmp_path):
+    """V0 0.6's `dump_input_when_exception` wraps the GPU runner's execute_model (model_runner_base.py
+    `_wrapper`): a traceback cut below it is execute_model's, so serving (exception unknown: not_oom_other,
+    low), and the profiling pass when `profile_run` is above it."""
+    cut = tmp_path / "cut.log"
+    cut.write_text(V0_WRAPPER)
+    verdict = analyse([str(cut)]).verdict
+    assert (verdict.phase, verdict.is_oom, verdict.confidence) == ("not_oom_other", False, "low"), verdict.summary
+    profiling = tmp_path / "profiling.log"
+    profiling.write_text(
+        "[rank0]: Traceback (most recent call last):\n"
+        '[rank0]:   File "/usr/lib/python3.10/site-packages/vllm/worker/model_runner.py", line 1331, in profile_run\n'
+        "[rank0]:     self.execute_model(model_input, kv_caches, intermediate_tensors)\n" + V0_WRAPPER
+    )
+    assert analyse([str(profiling)]).verdict.phase == "memory_profiling"
+    other = tmp_path / "other.log"  # a `_wrapper` of any other module places nothing
+    other.write_text(V0_WRAPPER.replace("worker/model_runner_base.py", "utils/decorators.py"))
+    assert analyse([str(other)]).verdict.phase == "unknown"

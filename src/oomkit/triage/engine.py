@@ -25,9 +25,9 @@ from oomkit.triage.frames import (
     FRAME_TAIL,
     PREFILL_FRAME,
     REPLY_WAIT_FRAME,
-    SERVING_FRAME,
     SERVING_MESSAGE,
     SHARED_STARTUP_FRAMES,
+    is_serving_frame,
 )
 from oomkit.triage.knowledge_rules import source_frames_phase, template_failure
 from oomkit.triage.markers import MARKER_GATE, MARKERS, READY_TIMEOUT_S, RESTART_MARKERS, SHUTDOWN, SLOW_STEP
@@ -207,7 +207,7 @@ class Triage:
             if startup[-1] == "distributed_init" and source_frames_phase(stack) == "network_communication":
                 return "network_communication"
             return startup[-1]
-        if any(SERVING_FRAME.search(f.rsplit("::", 1)[-1]) for f in stack):
+        if any(is_serving_frame(f) for f in stack):
             return "serving"
         return source_frames_phase(stack)
 
@@ -260,7 +260,7 @@ class Triage:
         """The phase "serving" when another process's traceback is on the serving path (the API server's
         output handler got the dead core's error): the server had started, whatever the cut traceback was."""
         stacks = self.state.frames.values()
-        serving = any(SERVING_FRAME.search(f.rsplit("::", 1)[-1]) for stack in stacks for f in stack)
+        serving = any(is_serving_frame(f) for stack in stacks for f in stack)
         return "serving" if serving else None
 
     def _context(self, rec: Record, memory: bool = False) -> tuple[str | None, str]:

@@ -154,6 +154,13 @@ FIGURES: tuple[FigureRule, ...] = (
         "cpu-testbed.md §2-§3",
     ),
     FigureRule(
+        # The launch command or an args dump that the excerpt kept: the budget the KV pool was sized to.
+        R(r"(?:--gpu-memory-utilization[ =]|gpu_memory_utilization=)(?P<u>0?\.\d+|1(?:\.0+)?)\b"),
+        {"u": "gpu_memory_utilization"},
+        "last",
+        "vLLM EngineArgs --gpu-memory-utilization (vllm/engine/arg_utils.py)",
+    ),
+    FigureRule(
         R(
             r"(?:Free memory on device|Available memory on node \d+)(?: \S+)? \((?P<free>[\d.]+)/(?P<tot>[\d.]+) GiB\) on startup is less than [^(]*\((?P<u>[\d.]+), (?P<req>[\d.]+) GiB\)"
         ),

@@ -72,6 +72,17 @@ SERVING_FRAME = rx(
     r"execute_model|run_busy_loop|_process_engine_step|step_with_batch_queue|sample_tokens|^step$|generate|_run_engine"
     r"|^output_handler$|^get_output_async$|^run_engine_loop$|^engine_step$|^_raise_exception_on_finish$|^_log_task_completion$"
 )
+# V0 (0.6.x) wraps the GPU model runner's `execute_model` in `dump_input_when_exception`, whose inner
+# function is `model_runner_base.py::_wrapper`: a traceback cut below it stands where `execute_model`
+# would, and counts the same way (serving, unless a start-up frame such as `profile_run` is above it).
+SERVING_PATH_FRAME = rx(r"worker/model_runner_base\.py::_wrapper$")
+
+
+def is_serving_frame(frame: str) -> bool:
+    """`frame` is "path::function"; the serving path by its function's name, or by a wrapper's path."""
+    return bool(SERVING_FRAME.search(frame.rsplit("::", 1)[-1]) or SERVING_PATH_FRAME.search(frame))
+
+
 # Messages only vLLM's model-execution path prints (V0 dumps the failed batch's input): serving. And
 # the dead-engine errors of a running server: V1's EngineDeadError ("EngineCore encountered an issue",
 # raised by the core client once a started core dies; a core that dies while starting raises "Engine

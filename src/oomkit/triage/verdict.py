@@ -47,7 +47,7 @@ def _from_hit(t: Triage, hit: Hit, hits: list[Hit]) -> Verdict:
     if rule.cls == "stall":  # nothing failed yet: the log ends while it waits
         confidence, reason = "medium", f"the log ends in the wait {rule.id} names, with no later start-up line"
     if phase is None:
-        phase, confidence, reason = _context_phase(hit, t.facts.figures, _in_sampler(t, hit))
+        phase, confidence, reason = _context_phase(hit, t.facts.figures, _in_sampler(t, hit), _budget(t))
         decided = decided_by(hit)
     elif phase == "not_oom_other" and rule.cls == "crash" and (framed := _placed_startup(hit)):
         # The decision order puts the failing frames, then the last start-up marker, before the
@@ -77,11 +77,12 @@ def decided_by(hit: Hit) -> DecidedBy:
 
 
 def _context_phase(
-    hit: Hit, figures: Mapping[str, FigureValue] | None = None, in_sampler: bool = False
+    hit: Hit, figures: Mapping[str, FigureValue] | None = None, in_sampler: bool = False, budget: float | None = None
 ) -> tuple[str, str, str]:
+    """`budget`: the gpu_memory_utilization fraction the log's settings name, if any."""
     phase, source = hit.context_phase, hit.context_source
     if phase is None or phase == "timeout":  # a memory error is not placed by a wait it interrupted
-        return _placeless(hit, figures or {}, in_sampler)
+        return _placeless(hit, figures or {}, in_sampler, budget)
     if phase == "serving":
         hint = hit.prefill_hint
         phase = "serving_decode" if hint == "decode" else "serving_prefill"
@@ -102,7 +103,9 @@ def _context_phase(
     )
 
 
-def _placeless(hit: Hit, figures: Mapping[str, FigureValue], in_sampler: bool = False) -> tuple[str, str, str]:
+def _placeless(
+    hit: Hit, figures: Mapping[str, FigureValue], in_sampler: bool = False, budget: float | None = None
+) -> tuple[str, str, str]:
     """A memory error with no marker or frame around it: what its own numbers imply, else unknown."""
     if hit.rule.cls == "oom_host":  # host RAM peaks while weights are read into memory
         return (
@@ -121,7 +124,13 @@ def _placeless(hit: Hit, figures: Mapping[str, FigureValue], in_sampler: bool = 
                 "for a worst-case shape, which the profiling pass is the first to run"
             ),
         )
-    if allocated and total and allocated >= 0.9 * total:
+    # vLLM sizes the KV pool so that weights + profiled peak + KV fill gpu_memory_utilization x total:
+    # PyTorch holding far more than that budget is not a budgeted engine serving, but a step that
+    # ignores the budget (weight loading, which loads until the device is full).
+    over_budget = (
+        budget is not None and allocated is not None and total is not None and allocated > (budget + 0.1) * total
+    )
+    if allocated and total and allocated >= 0.9 * total and not over_budget:
         return (
             "serving_prefill",
             "low",
@@ -164,6 +173,12 @@ def _placeless(hit: Hit, figures: Mapping[str, FigureValue], in_sampler: bool = 
             ),
         )
     return "unknown", "low", "memory error with no phase marker or traceback frame to place it"
+
+
+def _budget(t: Triage) -> float | None:
+    """The gpu_memory_utilization fraction from the log's printed settings (None when not printed)."""
+    value = t.facts.args.get("gpu_memory_utilization", t.facts.figures.get("gpu_memory_utilization"))
+    return float(value) if isinstance(value, int | float) and 0 < value <= 1 else None
 
 
 def _gib(figures: Mapping[str, FigureValue], name: str) -> float | None:
