@@ -25,7 +25,9 @@ from vllm_knowledge.source import fetch_source, release_versions  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "src" / "oomkit" / "data" / "vllm_knowledge"
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
+SHARED = "shared"  # the phase of a frame the roots of several phases reach: it places nothing
+MODEL_EXECUTION = {"memory_profiling", "cudagraph_capture", "serving"}  # steps that run the model's forward
 KEPT_LEVELS = {"warning", "warn", "error", "exception", "critical"}
 
 
@@ -42,7 +44,7 @@ def read_version(root: Path) -> tuple[dict[tuple, dict], dict[tuple, dict]]:
     phases = phase_of_functions(functions)
     messages: dict[tuple, dict] = {}
     for t in templates:
-        phase = phases.get((t.module, t.function.rsplit(".", 1)[-1]), (None, None, 0))[0]
+        phase = phases.get((t.module, t.function.rsplit(".", 1)[-1]), (None, None, 0, ()))[0]
         is_oom = bool(OOM.search(" ".join(t.literal)))
         if t.level not in KEPT_LEVELS and t.exception is None and phase is None and not is_oom:
             continue  # info/debug off every phase path: no verdict can rest on it
@@ -62,11 +64,29 @@ def read_version(root: Path) -> tuple[dict[tuple, dict], dict[tuple, dict]]:
             "source": key[3],
         }
     # The distance to the root is left out of the row: it moves between releases without the phase moving.
-    frames = {
-        (module, name, phase, root_name): {"source": f"{module}:{name}", "phase": phase, "root": root_name}
-        for (module, name), (phase, root_name, _) in phases.items()
-    }
+    frames = {}
+    for (module, name), (phase, root_name, distance, reached) in phases.items():
+        row_phase = frame_phase(phase, distance, reached)
+        frames[(module, name, row_phase, root_name)] = {
+            "source": f"{module}:{name}",
+            "phase": row_phase,
+            "root": root_name,
+        }
     return messages, frames
+
+
+def frame_phase(phase: str, distance: int, reached: tuple[str, ...]) -> str:
+    """The phase of a function's frames. A root keeps its phase. A function the roots of several phases
+    reach is `shared`, and places nothing: the frames around it tell the step (config, tokenizer and
+    registry helpers, executor and worker set-up, generic wrappers). The model-execution path is the
+    exception: the profiling pass and graph capture run the serving code on dummy batches, so a function
+    reached only from those steps and serving is `serving`, which triage reads as such only when no
+    start-up frame is in the traceback and no start-up marker comes before it."""
+    if distance == 0 or len(reached) == 1:
+        return phase
+    if "serving" in reached and set(reached) <= MODEL_EXECUTION:
+        return "serving"
+    return SHARED
 
 
 def merge(per_version: list[tuple[str, dict[tuple, dict]]], key_id: str) -> list[dict]:

@@ -25,7 +25,11 @@ LOG_LEVELS = {
 MIN_LITERAL_CHARS = 12  # shorter templates ("%s", "Error: %s") match too much to mean anything
 MAX_DEPTH = 3
 # Roots of each phase: vLLM's own function names on the start-up path (V0 and V1), read from
-# vllm/worker, vllm/v1/worker, vllm/v1/engine, vllm/model_executor/model_loader, vllm/distributed.
+# vllm/worker, vllm/v1/worker, vllm/v1/engine, vllm/model_executor/model_loader, vllm/distributed; a
+# "file:function" root names only that file's function. Executors' `_init_executor` stays a network root
+# although the multiproc, uniproc and V0 GPU executors also start their workers there (init_device, then
+# load_model): without it dev-b lost a right answer (s7 triage log, round 4), so the engine core's
+# `wait_for_ready` is still read as the network (tests/test_triage_frames_source.py marks it xfail).
 ROOTS: dict[str, tuple[str, ...]] = {
     "weight_loading": (
         "load_model",
@@ -103,6 +107,17 @@ ROOTS: dict[str, tuple[str, ...]] = {
         "broadcast_object",
     ),
     "environment": (
+        # The settings and the tokenizer, read before any worker starts (V0 LLMEngine.__init__, V1's API
+        # server and AsyncLLM/LLMEngine.__init__): engine arguments -> config, the model registry's
+        # inspection of the architecture, the tokenizer. Module-qualified ("file:function"): the names are
+        # common (LoRA kernels and Helion have a `get_config` of their own).
+        "engine/arg_utils.py:create_engine_config",
+        "engine/arg_utils.py:create_model_config",
+        "transformers_utils/config.py:get_config",
+        "transformers_utils/tokenizer.py:get_tokenizer",
+        "tokenizers/registry.py:get_tokenizer",
+        "model_executor/models/registry.py:inspect_model_cls",
+        "model_executor/models/registry.py:_try_inspect_model_cls",
         "init_device",
         "_check_if_gpu_supports_dtype",
         "check_and_update_config",
@@ -332,22 +347,34 @@ def _literal_parts(node: ast.expr) -> list[str] | None:
     return None
 
 
-def phase_of_functions(functions: list[FunctionInfo]) -> dict[tuple[str, str], tuple[str, str, int]]:
-    """(module, function name) -> (phase, root, distance): breadth-first from every root, by name."""
+def phase_of_functions(functions: list[FunctionInfo]) -> dict[tuple[str, str], tuple[str, str, int, tuple[str, ...]]]:
+    """(module, function name) -> (phase, root, distance, phases): breadth-first from every root, by
+    name; the nearest root gives the phase, and `phases` are all the phases whose roots reach it."""
     by_name: dict[str, list[FunctionInfo]] = {}
     for info in functions:
         by_name.setdefault(info.name, []).append(info)
     best: dict[tuple[str, str], tuple[str, str, int]] = {}
+    reached: dict[tuple[str, str], set[str]] = {}
     for phase in PHASE_ORDER:
-        queue = deque((info, root, 0) for root in ROOTS[phase] for info in by_name.get(root, ()))
+        queue = deque((info, root, 0) for root in ROOTS[phase] for info in _roots(root, by_name))
+        seen: set[tuple[str, str]] = set()
         while queue:
             info, root, depth = queue.popleft()
             key = (info.module, info.name)
-            held = best.get(key)
-            if held is not None and held[2] <= depth:
+            if key in seen:
                 continue
-            best[key] = (phase, root, depth)
+            seen.add(key)
+            reached.setdefault(key, set()).add(phase)
+            held = best.get(key)
+            if held is None or held[2] > depth:
+                best[key] = (phase, root.rsplit(":", 1)[-1], depth)
             if depth < MAX_DEPTH:
                 for callee in info.calls - NOT_FOLLOWED:
                     queue.extend((target, root, depth + 1) for target in by_name.get(callee, ()))
-    return best
+    order = {phase: i for i, phase in enumerate(PHASE_ORDER)}
+    return {key: (*held, tuple(sorted(reached[key], key=order.__getitem__))) for key, held in best.items()}
+
+
+def _roots(root: str, by_name: dict[str, list[FunctionInfo]]) -> list[FunctionInfo]:
+    module, _, name = root.rpartition(":")
+    return [info for info in by_name.get(name, ()) if info.module.endswith(module)]

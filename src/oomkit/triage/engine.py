@@ -18,22 +18,19 @@ from oomkit.triage.failures import (
 )
 from oomkit.triage.frames import (
     DECODE_FRAME,
-    ENV_FRAME,
     FRAME,
     FRAME_HEAD,
-    FRAME_PHASES,
     FRAME_TAIL,
     PREFILL_FRAME,
-    REPLY_WAIT_FRAME,
     SERVING_MESSAGE,
-    SHARED_STARTUP_FRAMES,
     is_serving_frame,
 )
-from oomkit.triage.knowledge_rules import source_frames_phase, template_failure
+from oomkit.triage.knowledge_rules import template_failure
 from oomkit.triage.markers import MARKER_GATE, MARKERS, READY_TIMEOUT_S, RESTART_MARKERS, SHUTDOWN, SLOW_STEP
 from oomkit.triage.model import Evidence, TimelineEntry
 from oomkit.triage.prefilter import LIVE_KEY
 from oomkit.triage.rules import TIMELINE, Failure
+from oomkit.triage.stack import stack_phase
 
 MAX_FRAMES = 80
 TRACEBACK_HEADER = "Traceback (most recent call last)"
@@ -193,23 +190,7 @@ class Triage:
         stack = self.state.frames.get(pid) or self.state.frames.get(None) or []
         method = self.state.methods.get(pid) or self.state.methods.get(None)
         stack = [method, *stack] if method else stack
-        if len(stack) >= 2 and all(frame.endswith("::<module>") for frame in stack[-2:]):
-            return "environment"  # raised while importing: the installation, not a start-up step
-        if stack and not memory and ENV_FRAME.search(stack[-1]):
-            return "environment"  # a backend refused the GPU or settings, or a kernel's JIT build failed
-        if stack and REPLY_WAIT_FRAME.search(stack[-1]):
-            return "timeout"  # it ends waiting for a worker that never answered
-        startup = [p for f in stack for pat, p in FRAME_PHASES if pat.search(f.rsplit("::", 1)[-1]) or pat.search(f)]
-        startup = startup or [p for f in stack for pat, p in SHARED_STARTUP_FRAMES if pat.search(f.rsplit("::", 1)[-1])]
-        if startup:
-            # Distributed set-up that fails inside vllm/distributed (NCCL, custom all-reduce) is the
-            # network, not the device: vLLM's source places those frames there.
-            if startup[-1] == "distributed_init" and source_frames_phase(stack) == "network_communication":
-                return "network_communication"
-            return startup[-1]
-        if any(is_serving_frame(f) for f in stack):
-            return "serving"
-        return source_frames_phase(stack)
+        return stack_phase(stack, memory)
 
     # -- failures -------------------------------------------------------------------------
     def _failures(self, rec: Record) -> None:

@@ -36,6 +36,9 @@ ENV_FRAME = rx(
     r"|::(?:build_and_load|_jit_compile|_run_ninja_build|_write_ninja_file_and_build_library|load_cuda_ops)$"
     r"|flashinfer/jit/\S+::|flashinfer/\S+\.py::get_\w+_module$|torch/utils/cpp_extension\.py::"
 )
+# Substrings of a frame's function (or path). `load_model` is not the model registry's `load_model_cls` /
+# `_try_load_model_cls`: they import the model's class, which the registry's inspection does while the
+# config is built (`ModelConfig` -> `inspect_model_cls` -> `load_model_cls`), long before `load_model`.
 FRAME_PHASES: tuple[tuple[re.Pattern[str], str], ...] = (
     (rx(r"capture_model|capture_end|_capture_cudagraph|cudagraph|CUDAGraph|graph_capture"), "cudagraph_capture"),
     (rx(r"_dummy_sampler_run|_dummy_pooler_run"), "memory_profiling"),
@@ -51,7 +54,7 @@ FRAME_PHASES: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (
         rx(
-            r"load_model|load_weights|model_loader|weights_iterator|initialize_model|_initialize_model|load_state_dict|safe_open"
+            r"load_model(?!_cls)|load_weights|model_loader|weights_iterator|initialize_model|_initialize_model|load_state_dict|safe_open"
         ),
         "weight_loading",
     ),

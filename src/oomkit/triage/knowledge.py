@@ -36,12 +36,20 @@ class MessageRow:
         return len(re.sub(r"\\(.)", r"\1", self.pattern.replace(".*?", "")))
 
 
+# The phase of a frame the roots of several phases reach (a helper the steps share): it places nothing.
+SHARED = "shared"
+
+
 @dataclass(frozen=True)
 class FrameRow:
     source: str
-    phase: str
+    phase: str  # a phase, or SHARED
     versions: tuple[str, ...]
     root: str
+
+    @property
+    def is_root(self) -> bool:
+        return self.phase != SHARED and self.source.rsplit(":", 1)[-1] == self.root
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from oomkit.triage.knowledge import MessageRow, frame_phase, match_message
+from oomkit.triage.knowledge import SHARED, FrameRow, MessageRow, frame_phase, match_message
 from oomkit.triage.rules import Failure
 
 # Modules whose frames place a failure even where no function of theirs is on a phase path: the
@@ -56,18 +56,24 @@ TEMPLATE_RANK = 76  # below E-TORCHOOM (80): a torch OOM line is the more direct
 def source_frames_phase(stack: list[str]) -> str | None:
     """The phase of a traceback (frames as "path::function", outermost first) from vLLM's source:
     the innermost frame that is itself a phase's root function, else the innermost frame in a
-    package that is a phase, else the innermost frame on any phase's path. Dispatchers, which run
-    whatever method they are handed, place nothing."""
+    package that is a phase, else the innermost frame on one phase's path. Dispatchers, which run
+    whatever method they are handed, and helpers the roots of several phases reach place nothing."""
     frames = [tuple(f.rsplit("::", 1)) for f in stack if "::" in f and f.rsplit("::", 1)[1] not in DISPATCHERS]
-    rows = [(path, func, frame_phase(path, func)) for path, func in frames]
-    for _path, func, row in reversed(rows):
-        if row is not None and row.root == func:
-            return row.phase
+    rows = [row for path, func in frames if (row := frame_phase(path, func)) is not None]
+    rooted = _root_phase(rows)
+    if rooted is not None:
+        return rooted
     for path, func in reversed(frames):
         for pattern, phase, _source in MODULE_PHASES:
             if pattern.search(f"{path}::{func}"):
                 return phase
-    return next((row.phase for _path, _func, row in reversed(rows) if row is not None), None)
+    return next((row.phase for row in reversed(rows) if row.phase != SHARED), None)
+
+
+def _root_phase(rows: list[FrameRow]) -> str | None:
+    """The innermost root's phase (`determine_available_memory` under the engine's `_initialize_kv_caches`,
+    which runs profiling, KV sizing and graph capture in turn, is profiling)."""
+    return next((row.phase for row in reversed(rows) if row.is_root), None)
 
 
 def template_failure(msg: str) -> Failure | None:

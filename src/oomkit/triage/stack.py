@@ -1,0 +1,40 @@
+"""The phase a traceback's frames give (the decision order's first step, `frames`): hand rules first
+(`frames.py`), then the knowledge mined from vLLM's source (`knowledge_rules.py`). A pure function of
+the frames, so a traceback built from vLLM's own call paths can be checked against it
+(tests/test_triage_frames_source.py)."""
+
+from __future__ import annotations
+
+from oomkit.triage.frames import ENV_FRAME, FRAME_PHASES, REPLY_WAIT_FRAME, SHARED_STARTUP_FRAMES, is_serving_frame
+from oomkit.triage.knowledge_rules import source_frames_phase
+
+
+def stack_phase(stack: list[str], memory: bool = False) -> str | None:
+    """`stack`: frames as "path::function", outermost first. `memory`: the failure is a memory error,
+    which an installation frame does not place."""
+    if len(stack) >= 2 and all(frame.endswith("::<module>") for frame in stack[-2:]):
+        return "environment"  # raised while importing: the installation, not a start-up step
+    if stack and not memory and ENV_FRAME.search(stack[-1]):
+        return "environment"  # a backend refused the GPU or settings, or a kernel's JIT build failed
+    if stack and REPLY_WAIT_FRAME.search(stack[-1]):
+        return "timeout"  # it ends waiting for a worker that never answered
+    startup = [p for f in stack for pat, p in FRAME_PHASES if pat.search(f.rsplit("::", 1)[-1]) or pat.search(f)]
+    if not startup and (
+        shared := [p for f in stack for pat, p in SHARED_STARTUP_FRAMES if pat.search(f.rsplit("::", 1)[-1])]
+    ):
+        # A helper several steps run: a caller (a frame outside it) that vLLM's source names as a step's
+        # root tells which (`_warmup_and_capture` -> `_dummy_run` is graph capture), else the hand rule's default.
+        first = next(
+            i for i, f in enumerate(stack) if any(pat.search(f.rsplit("::", 1)[-1]) for pat, _ in SHARED_STARTUP_FRAMES)
+        )
+        known = source_frames_phase(stack[:first])
+        return known if known not in (None, "serving") else shared[-1]
+    if startup:
+        # Distributed set-up that fails inside vllm/distributed (NCCL, custom all-reduce) is the
+        # network, not the device: vLLM's source places those frames there.
+        if startup[-1] == "distributed_init" and source_frames_phase(stack) == "network_communication":
+            return "network_communication"
+        return startup[-1]
+    if any(is_serving_frame(f) for f in stack):
+        return "serving"
+    return source_frames_phase(stack)
