@@ -5,10 +5,11 @@ testbed and a user's own GPU run each price steps as they were seen.
 
 Decode: each answered request's time per output token, (latency - TTFT) / (tokens - 1), against
 how many requests of its window (ladder step or rung) overlapped it. Prefill: the time to first
-token of requests that ran alone against their uncached prompt tokens; that line's intercept above
-base_ms is the per-request overhead outside the engine (HTTP, tokenization, chat template). Both
-lines are Theil-Sen fits (median of pairwise slopes): a stream read in bursts or one slow request
-moves them little."""
+token of requests that ran alone against their uncached prompt tokens, less base_ms for each prefill
+step past the first (counted on vLLM's scheduler for the run's server: forecast.prefill_steps); that
+line's intercept above base_ms is the per-request overhead outside the engine (HTTP, tokenization,
+chat template). Both lines are Theil-Sen fits (median of pairwise slopes): a stream read in bursts
+or one slow request moves them little."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ import os
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from oomkit.errors import InputError
+from oomkit.forecast.delivery import MIN_WINDOW_REQUESTS, trip_windows
+from oomkit.forecast.prefill_steps import prefill_steps
 from oomkit.forecast.steptime import StepLoad
 from oomkit.fsio import read_jsonl
 from oomkit.loadrun.streams import noted_bursts
@@ -25,6 +29,7 @@ from oomkit.rundir import find_run
 from oomkit.serial import JsonObject, number_at, to_json_object
 
 MIN_POINTS = 3
+MIN_TRIP_WINDOWS = 3  # windows, with requests in flight spread over 1+, before the trip line is fitted
 _HINT = "calibrate on a finished `oomkit ladder` or `oomkit bench` run whose answers were streamed"
 
 
@@ -39,6 +44,11 @@ class Calibrated:
     source: str
     decode_points: int
     prefill_points: int
+    delivery_s_per_running: float = 0.0
+    """Added to a request's trip outside the scheduler per request already in its engine."""
+    delivery_note: str = ""
+    prefill_steps_note: str = ""
+    """How the alone requests' prefill steps were counted (or why each counted as one step)."""
     warnings: tuple[str, ...] = ()
 
     def step_s(self, load: StepLoad) -> float:
@@ -59,6 +69,7 @@ class _Req:
     ttft_ms: float
     tpot_ms: float | None
     uncached_tokens: int
+    prompt_tokens: int
 
 
 def calibrate(ref: str | os.PathLike[str], runs_dir: str = "runs") -> Calibrated:
@@ -66,29 +77,61 @@ def calibrate(ref: str | os.PathLike[str], runs_dir: str = "runs") -> Calibrated
     records = read_jsonl(run.path / "requests.jsonl")
     reqs = [r for r in (_req(d) for d in records) if r is not None]
     decode = [(float(_overlap(r, reqs)), r.tpot_ms) for r in reqs if r.tpot_ms is not None]
-    alone = [(float(r.uncached_tokens), r.ttft_ms) for r in reqs if _overlap(r, reqs) == 1]
-    if len(decode) < MIN_POINTS or len(alone) < MIN_POINTS:
+    alone_reqs = [r for r in reqs if _overlap(r, reqs) == 1]
+    if len(decode) < MIN_POINTS or len(alone_reqs) < MIN_POINTS:
         raise InputError(
             f"{run.path}: too few answered requests to calibrate the step time "
-            f"({len(decode)} with token gaps, {len(alone)} that ran alone; {MIN_POINTS} of each needed)",
+            f"({len(decode)} with token gaps, {len(alone_reqs)} that ran alone; {MIN_POINTS} of each needed)",
             hint=_HINT,
         )
     per_seq, base = fit_line(decode)
-    per_token, intercept = fit_line(alone)
     base, per_seq = max(0.0, base), max(0.0, per_seq)
+    steps, steps_note = prefill_steps(
+        run.path, [(r.prompt_tokens, r.prompt_tokens - r.uncached_tokens) for r in alone_reqs]
+    )
+    # A prompt of n chunks paid n steps' fixed cost: the line is fitted on its TTFT less the n - 1
+    # beyond the one every request pays (forecast.prefill_steps).
+    extra = [(n - 1) * base for n in steps] if steps else [0.0] * len(alone_reqs)
+    prefill = [(float(r.uncached_tokens), r.ttft_ms - x) for r, x in zip(alone_reqs, extra, strict=True)]
+    per_token, intercept = fit_line(prefill)
+    if per_token < 0:  # a falling line is noise (a run without cached-token counts): flat, at the median
+        per_token, intercept = 0.0, statistics.median(y for _, y in prefill)
     if base + per_seq <= 0:
         raise InputError(f"{run.path}: the measured token times fit no positive step time", hint=_HINT)
+    per_running_ms, trip_note = _trip_slope(run.path, records)
     return Calibrated(
         name="calibrated",
         windows=(),
         request_overhead_s=max(0.0, intercept - base) / 1000,
         base_ms=base,
         per_seq_ms=per_seq,
-        per_prefill_token_ms=max(0.0, per_token),
+        per_prefill_token_ms=per_token,
         source=str(run.path),
         decode_points=len(decode),
-        prefill_points=len(alone),
+        prefill_points=len(alone_reqs),
+        delivery_s_per_running=per_running_ms / 1000,
+        delivery_note=trip_note,
+        prefill_steps_note=steps_note,
         warnings=_burst_warning(records),
+    )
+
+
+def _trip_slope(run_dir: Path, records: list[JsonObject]) -> tuple[float, str]:
+    """ms per request already in the engine (never below 0), and how it was fitted or why not."""
+    windows = trip_windows(run_dir, records)
+    spread = max((w.others_in_flight for w in windows), default=0.0) - min(
+        (w.others_in_flight for w in windows), default=0.0
+    )
+    if len(windows) < MIN_TRIP_WINDOWS or spread < 1:
+        return 0.0, (
+            f"not fitted: {len(windows)} window(s) with vLLM's queue and prefill histograms and "
+            f"{MIN_WINDOW_REQUESTS}+ answers ({MIN_TRIP_WINDOWS} needed, their requests in flight "
+            "differing by 1 or more)"
+        )
+    slope, _ = fit_line([(w.others_in_flight, w.trip_ms) for w in windows])
+    return max(0.0, slope), (
+        f"{max(0.0, slope):.2f} ms per request already in the engine, fitted on {len(windows)} windows "
+        "(client TTFT minus vLLM's mean queue and prefill time, against the requests in flight)"
     )
 
 
@@ -123,6 +166,7 @@ def _req(d: Mapping[str, object]) -> _Req | None:
         ttft,
         (latency - ttft) / (out - 1) if out > 1 else None,
         max(0, prompt - int(number_at(d, "cached_tokens") or 0)),
+        prompt,
     )
 
 

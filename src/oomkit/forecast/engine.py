@@ -19,6 +19,7 @@ from oomkit.errors import InputError
 from oomkit.forecast.vllm_api import Vllm, guarded, load_vllm
 from oomkit.plan import Plan
 from oomkit.plan.kv import Group, Spec
+from oomkit.plan.versions import PLATFORMS
 from oomkit.serial import JsonObject, to_json_object
 
 DUMMY_VOCAB = 1 << 17
@@ -106,10 +107,25 @@ def build_engine(p: Plan, retention: int | None = VLLM_DEFAULT_RETENTION) -> Eng
         hash_block_size=hash_block,
         log_stats=True,
     )
+    _after_handshake(vc, p)
     hasher = _block_hasher(api, vc, hash_block) if st.enable_prefix_caching else None
     tokens, _conc = api.utils.get_kv_cache_capacity(vc, kvc)
     kinds = tuple(_kind(g) for g in p.kv.groups)
     return Engine(api, scheduler, st, hasher, sched_block, hash_block, int(tokens), kinds)
+
+
+def _after_handshake(vc: Any, p: Plan) -> None:
+    """What the engine core changes once its scheduler holds the cache config: vLLM 0.32's
+    EngineCoreProc re-runs VllmConfig.__post_init__ after its start-up handshake (v1/engine/core.py,
+    _perform_handshakes), whose platform hook on CPU sets cache_config.block_size back to 128 unless
+    the user gave one (platforms/cpu.py check_and_update_config). The KV blocks keep their size; what
+    reads it is the scheduler's align-mode prefill split (_mamba_block_aligned_split), so a CPU hybrid
+    with 256-token blocks ends its prefill chunks at 128-token boundaries (seen on the testbed with a
+    scheduler probe: block_size 256 when the scheduler is built, 128 while it serves). CUDA's hook keeps
+    the resolved size. MLA on CPU keeps its forced block (16 without AMX), not reproduced here."""
+    cpu = PLATFORMS["cpu"]
+    if p.gpu.platform == cpu.name and not p.request.block_size and not p.model.mla and cpu.default_block_size:
+        vc.cache_config.block_size = cpu.default_block_size
 
 
 def _vllm_config(api: Vllm, st: EngineSettings, p: Plan) -> Any:

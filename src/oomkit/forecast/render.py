@@ -131,6 +131,13 @@ def _step_time(model: StepTimeModel) -> str:
             f"calibrated on {model.source}: {fmt_number(model.base_ms)} ms + {fmt_number(model.per_seq_ms)} ms per "
             f"decode sequence + {fmt_number(model.per_prefill_token_ms, 3)} ms per prefill token; "
             f"{fmt_ms(model.request_overhead_s * 1000)} per request outside the engine"
+            + (
+                f" + {fmt_number(model.delivery_s_per_running * 1000)} ms per request already in it"
+                if model.delivery_s_per_running
+                else f" ({model.delivery_note})"
+                if model.delivery_note
+                else ""
+            )
             + "".join(f"\nwarning: {w}" for w in model.warnings)
         )
     if not isinstance(model, Roofline):

@@ -56,6 +56,7 @@ class _Track:
     request: Any
     first_s: float | None = None
     last_s: float = 0.0
+    delivery_s: float = 0.0  # its trip's share that grows with the requests in its engine (forecast.delivery)
 
 
 @dataclass
@@ -178,9 +179,12 @@ class Rung:
             req_id, prompt, params, None, arrival_time=arrived_s, block_hasher=self.engine.block_hasher
         )
         i = self.router.route(arrived_s, lambda n: self.lanes[n].counts_at(arrived_s))
-        wake(next(g for g in groups if self.lanes[i] in g), arrived_s)
-        self.lanes[i].pending.append(request)
-        self.live[req_id] = _Track(agent, i, sent_s, request)
+        lane = self.lanes[i]
+        waiting, running, _ = lane.counts_at(arrived_s)
+        delivery_s = self.model.delivery_s_per_running * (waiting + running + len(lane.pending))
+        wake(next(g for g in groups if lane in g), arrived_s)
+        lane.pending.append(request)
+        self.live[req_id] = _Track(agent, i, sent_s, request, delivery_s=delivery_s)
         self.seq += 1
 
     def _request(self, agent: int, k: int) -> tuple[list[int], AgentStep]:
@@ -272,7 +276,10 @@ class Rung:
         tally, first = self.tally, tr.first_s if tr.first_s is not None else self.now_s
         tally.requests += 1
         tally.preemptions += tr.request.num_preemptions
-        ttft_ms, latency_ms = (first - tr.sent_s) * 1000, (self.now_s - tr.sent_s) * 1000
+        # The trip's growing share shifts the whole answer as the client sees it, so the agent's
+        # next step is sent that much later too; the token gaps do not change.
+        answered_s = self.now_s + tr.delivery_s
+        ttft_ms, latency_ms = (first + tr.delivery_s - tr.sent_s) * 1000, (answered_s - tr.sent_s) * 1000
         tally.ttft_ms.append(ttft_ms)
         tally.latency_ms.append(latency_ms)
         tally.slo_met += _meets(self.slos, ttft_ms, latency_ms, tr.request.num_output_tokens)
@@ -280,7 +287,7 @@ class Rung:
             self.minutes.finished(self.now_s, ttft_ms, latency_ms, tr.request.num_preemptions)
         self.next_step[tr.agent] += 1
         if self.next_step[tr.agent] < self.steps_per_session:
-            self._send(tr.agent, self.now_s)
+            self._send(tr.agent, answered_s)
         else:
             self.agents[tr.agent].release()
 

@@ -71,6 +71,12 @@ class StepTimeModel(Protocol):
         """Seconds a request spends outside the engine before it arrives (HTTP, template)."""
         ...
 
+    @property
+    def delivery_s_per_running(self) -> float:
+        """Seconds its trip outside the scheduler gains per request already in its engine
+        (forecast.delivery; 0 when not measured)."""
+        ...
+
     def step_s(self, load: StepLoad) -> float: ...
 
     def to_dict(self) -> JsonObject: ...
@@ -98,6 +104,7 @@ class Roofline:
     hidden_size: int
     ep_ranks: int
     moe_layers: int
+    delivery_s_per_running: float = 0.0  # not modelled from the catalog: only a measured run shows it
 
     def step_s(self, load: StepLoad) -> float:
         t = load.tokens
