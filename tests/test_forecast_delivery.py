@@ -91,7 +91,10 @@ def test_without_vllms_histograms_the_trip_is_not_fitted_and_says_why(tmp_path):
 
 
 def test_the_simulation_spends_the_trip_on_each_answer(tmp_path, monkeypatch):
-    pytest.importorskip("vllm.v1.core.sched.scheduler")
+    pytest.importorskip(
+        "vllm.v1.core.sched.scheduler",
+        reason="the forecast drives vLLM's scheduler: `pip install 'oomkit[forecast]'` (CI installs it)",
+    )
     from test_forecast import run_forecast
 
     import oomkit.forecast.run as forecast_run

@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytest.importorskip("vllm.v1.core.sched.scheduler")
+pytest.importorskip(
+    "vllm.v1.core.sched.scheduler",
+    reason="the forecast drives vLLM's scheduler: `pip install 'oomkit[forecast]'` (CI installs it)",
+)
 
 from oomkit.forecast.calibrate import calibrate  # noqa: E402
 from oomkit.forecast.engine import build_engine  # noqa: E402

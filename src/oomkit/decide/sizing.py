@@ -229,12 +229,12 @@ def _candidates(f: DecisionFacts) -> tuple[PlanRequest, list[tuple[LayoutSpec, .
 
 def _measured_profile(f: DecisionFacts) -> tuple[Profile, str] | None:
     """The launch profile the measured server ran, and its run folder."""
-    from oomkit.launch.profile import Profile
+    from oomkit.launch.profile import recorded_profile
 
     for r in f.launches:
-        prof = r.manifest.get("profile")
-        if isinstance(prof, dict) and prof.get("model"):
-            return Profile.model_validate({k: v for k, v in prof.items() if k != "source"}), r.path
+        prof = recorded_profile(r.manifest)
+        if prof is not None:
+            return prof, r.path
     return None
 
 

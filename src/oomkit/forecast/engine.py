@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from oomkit.errors import InputError
+from oomkit.forecast.tokens import OUTPUT_TOKEN_ID
 from oomkit.forecast.vllm_api import Vllm, guarded, load_vllm
 from oomkit.plan import Plan
 from oomkit.plan.kv import Group, Spec
@@ -112,6 +113,20 @@ def build_engine(p: Plan, retention: int | None = VLLM_DEFAULT_RETENTION) -> Eng
     tokens, _conc = api.utils.get_kv_cache_capacity(vc, kvc)
     kinds = tuple(_kind(g) for g in p.kv.groups)
     return Engine(api, scheduler, st, hasher, sched_block, hash_block, int(tokens), kinds)
+
+
+def runner_output(engine: Engine, scheduler: Any, ids: list[str]) -> Any:
+    """The synthetic executor's ModelRunnerOutput for a step that scheduled `ids`: one token for each
+    request whose prompt is computed, nothing for a prefill chunk that has not reached its end."""
+    requests = scheduler.requests
+
+    def sampled(req_id: str) -> list[int]:
+        r = requests.get(req_id)
+        return [OUTPUT_TOKEN_ID] if r is not None and r.num_computed_tokens >= r.num_tokens else []
+
+    return engine.api.outputs.ModelRunnerOutput(
+        req_ids=ids, req_id_to_index={r: n for n, r in enumerate(ids)}, sampled_token_ids=[sampled(i) for i in ids]
+    )
 
 
 def _after_handshake(vc: Any, p: Plan) -> None:

@@ -18,13 +18,12 @@ import random
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from oomkit.errors import OomkitError
-from oomkit.forecast.engine import VLLM_DEFAULT_RETENTION, Engine, build_engine
+from oomkit.forecast.engine import VLLM_DEFAULT_RETENTION, Engine, build_engine, runner_output
 from oomkit.forecast.inputs import RETENTION_ARG, parse_retention, profile_fields
-from oomkit.forecast.tokens import OUTPUT_TOKEN_ID
 from oomkit.forecast.vllm_api import load_vllm, minor_of
+from oomkit.launch.profile import recorded_profile
 from oomkit.plan import PlanRequest, plan
 
 MAX_REPLAY_STEPS = 10_000
@@ -43,18 +42,15 @@ def prefill_steps(run_dir: Path, prompts: Sequence[tuple[int, int]]) -> tuple[li
 
 
 def _engine_of(run_dir: Path) -> tuple[Engine | None, str]:
-    from oomkit.launch.profile import Profile
-
     try:
         manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None, "the run has no readable manifest.json"
-    raw = manifest.get("profile") if isinstance(manifest, dict) else None
-    if not isinstance(raw, dict) or not raw.get("model"):
-        return None, "the run's manifest has no launch profile (one step per prompt assumed)"
     try:
+        prof = recorded_profile(manifest)
+        if prof is None:
+            return None, "the run's manifest has no launch profile (one step per prompt assumed)"
         api = load_vllm()
-        prof = Profile.model_validate({k: v for k, v in raw.items() if k != "source"})
         fields = profile_fields(prof, str(run_dir / "manifest.json"))
         if not fields.get("gpu"):
             return None, "the run's profile names no GPU (one step per prompt assumed)"
@@ -82,7 +78,7 @@ def _run(engine: Engine, req_id: str, ids: list[int], until_done: bool) -> int |
     sched.add_request(request)
     for steps in range(1, MAX_REPLAY_STEPS + 1):
         out = sched.schedule()
-        sched.update_from_output(out, _runner_output(api, sched, list(out.num_scheduled_tokens)))
+        sched.update_from_output(out, runner_output(engine, sched, list(out.num_scheduled_tokens)))
         if not until_done and request.num_computed_tokens >= len(ids):
             sched.finish_requests([req_id], api.request.RequestStatus.FINISHED_ABORTED)
             return steps
@@ -90,13 +86,3 @@ def _run(engine: Engine, req_id: str, ids: list[int], until_done: bool) -> int |
             return steps
     sched.finish_requests([req_id], api.request.RequestStatus.FINISHED_ABORTED)
     return None
-
-
-def _runner_output(api: Any, sched: Any, ids: list[str]) -> Any:
-    def sampled(req_id: str) -> list[int]:
-        r = sched.requests.get(req_id)
-        return [OUTPUT_TOKEN_ID] if r is not None and r.num_computed_tokens >= r.num_tokens else []
-
-    return api.outputs.ModelRunnerOutput(
-        req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)}, sampled_token_ids=[sampled(i) for i in ids]
-    )

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oomkit.forecast.counts import percentile_of_counts
-from oomkit.forecast.engine import Engine
+from oomkit.forecast.engine import Engine, runner_output
 from oomkit.forecast.heap import PacedCollection, paced_collection
 from oomkit.forecast.lanes import Lane, group_clock, groups_of, runnable, wake
 from oomkit.forecast.minutes import MinuteTally
@@ -25,7 +25,7 @@ from oomkit.forecast.result import RungForecast, regime_of
 from oomkit.forecast.router import DpRouter
 from oomkit.forecast.scrape import GaugeScrapes
 from oomkit.forecast.steptime import StepLoad, StepTimeModel
-from oomkit.forecast.tokens import OUTPUT_TOKEN_ID, SessionTokens, session_tokens
+from oomkit.forecast.tokens import SessionTokens, session_tokens
 from oomkit.forecast.traffic import AgentStep, Traffic
 from oomkit.loadrun.stats import percentile
 
@@ -231,11 +231,7 @@ class Rung:
         return True
 
     def _runner_output(self, lane: Lane, ids: list[str]) -> Any:
-        requests = lane.scheduler.requests
-        sampled = [[OUTPUT_TOKEN_ID] if _prompt_done(requests.get(i)) else [] for i in ids]
-        return self.engine.api.outputs.ModelRunnerOutput(
-            req_ids=ids, req_id_to_index={r: n for n, r in enumerate(ids)}, sampled_token_ids=sampled
-        )
+        return runner_output(self.engine, lane.scheduler, ids)
 
     def _load(self, lane: Lane, scheduled: dict[str, int]) -> StepLoad:
         requests = lane.scheduler.requests
@@ -373,10 +369,6 @@ class Rung:
             notes=notes,
             minutes=self.minutes.results() if self.minutes is not None else (),
         )
-
-
-def _prompt_done(request: Any) -> bool:
-    return request is not None and request.num_computed_tokens >= request.num_tokens
 
 
 def _meets(slos: dict[str, float], ttft_ms: float, latency_ms: float, output_tokens: int) -> bool:

@@ -234,6 +234,15 @@ def parse_profile(text: str, source: str = "<profile>") -> Profile:
         raise InputError(f"{source}: {describe_errors(err)}") from None
 
 
+def recorded_profile(manifest: object) -> Profile | None:
+    """The profile a launch recorded in its run's manifest.json (without the file it came from), or
+    None when the manifest holds none. Raises ValidationError when it does not validate."""
+    raw = manifest.get("profile") if isinstance(manifest, dict) else None
+    if not isinstance(raw, dict) or not raw.get("model"):
+        return None
+    return Profile.model_validate({k: v for k, v in raw.items() if k != "source"})
+
+
 def describe_errors(err: ValidationError) -> str:
     return "; ".join(_describe(e) for e in err.errors()[:5])
 
