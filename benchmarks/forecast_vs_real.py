@@ -8,6 +8,7 @@ calibrated on a *different* run B, next to what A measured, with the errors and 
     .venv/bin/python benchmarks/forecast_vs_real.py --real RUN_A --calibrate RUN_B
     flock /tmp/oomkit-vllm.lock .venv/bin/python benchmarks/forecast_vs_real.py --live  # + a new ladder now
     flock /tmp/oomkit-vllm.lock .venv/bin/python benchmarks/forecast_vs_real.py --profiles  # 4 testbeds, 2 ladders each
+    .venv/bin/python benchmarks/forecast_vs_real.py --stored DIR   # the same, on the ladders a --profiles run left in DIR
 
 `--profiles` backtests four CPU testbeds (small KV pool, prefix-heavy, long history, hybrid): for
 each, two ladders now with the same workload and seed, and the forecast of each calibrated on the
@@ -241,19 +242,46 @@ def main() -> None:
     ap.add_argument("--live", action="store_true", help="also run a new ladder now and forecast it")
     ap.add_argument("--profiles", action="store_true", help="backtest four testbeds live (two ladders each)")
     ap.add_argument("--runs-dir", type=Path, default=Path(tempfile.gettempdir()) / "oomkit-forecast-backtest")
+    ap.add_argument(
+        "--stored",
+        type=Path,
+        metavar="DIR",
+        help="forecast again the ladders a --profiles run left in DIR (its --runs-dir); runs no server",
+    )
     args = ap.parse_args()
+    if args.stored:
+        return _profiles(stored_pairs(args.stored))
     pairs = [(args.real, args.calibrate)] if args.real and args.calibrate else list(PAIRS)
     if args.live:
         pairs.append((live_ladder(args.runs_dir), FIXTURES / "ladder-small-kv"))
     if args.profiles:
-        return _profiles(args.runs_dir)
+        return _profiles(profile_pairs(args.runs_dir))
     results = [ok for real, cal in pairs for ok in compare(real.resolve(), cal.resolve())]
     print(f"\ngoals met: {sum(results)}/{len(results)} checks")
 
 
-def _profiles(runs_dir: Path) -> None:
+def stored_pairs(runs_dir: Path) -> list[tuple[str, Path, Path]]:
+    """The ladders of an earlier --profiles run, in the order it ran them: two per backtest profile."""
+    runs = sorted(d for d in runs_dir.glob("*") if (d / "manifest.json").is_file())
+    if len(runs) != 2 * len(BACKTEST_PROFILES):
+        raise SystemExit(
+            f"{runs_dir}: {len(runs)} run folders; a --profiles run leaves {2 * len(BACKTEST_PROFILES)} "
+            "(two ladders per profile): pass the --runs-dir of one such run, holding nothing else"
+        )
+    out = []
+    for i, (name, profile, _) in enumerate(BACKTEST_PROFILES):
+        first, second = runs[2 * i], runs[2 * i + 1]
+        if not all(Path(profile).stem in run.name for run in (first, second)):
+            raise SystemExit(
+                f"{runs_dir}: expected two ladders of {profile} for '{name}', found {first.name}, {second.name}"
+            )
+        out.append((name, first, second))
+    return out
+
+
+def _profiles(pairs: list[tuple[str, Path, Path]]) -> None:
     summary = []
-    for name, first, second in profile_pairs(runs_dir):
+    for name, first, second in pairs:
         print(f"\n=== {name} ===")
         checks: list[bool] = []
         for real, other in ((first, second), (second, first)):  # each ladder forecast, calibrated on the other

@@ -14,15 +14,22 @@ from oomkit.triage.failures import (
     FAILURE_GATE,
     FAILURES,
     FALLBACK_LINES,
+    ITERATION_CANCEL,
     SELF_KILL,
 )
 from oomkit.triage.frames import (
     DECODE_FRAME,
+    DECODE_PATH,
     FRAME,
     FRAME_HEAD,
     FRAME_TAIL,
+    ITERATION_WAIT_FRAME,
     PREFILL_FRAME,
+    PREFILL_PATH,
+    RPC_CALL,
     SERVING_MESSAGE,
+    WORKER_ANSWERED,
+    batch_step_kind,
     is_serving_frame,
 )
 from oomkit.triage.knowledge_rules import template_failure
@@ -80,6 +87,7 @@ class State:
     methods: dict[int | None, str] = field(default_factory=dict)  # the worker method a wrapper names
     engine_warm: Evidence | None = None  # graph capture finished / engine initialised: start-up's memory steps done
     wrapped_frame: tuple[str, int, int | None, str] | None = None  # file, line, pid, path: a frame cut by a line wrap
+    batch: str | None = None  # "prefill"/"decode": the last failed step's batch, from V1's SchedulerOutput dump
 
 
 class Triage:
@@ -103,6 +111,8 @@ class Triage:
         self._frame(rec)
         if SERVING_MESSAGE.search(rec.msg):
             self.state.serving_message = True
+        if "SchedulerOutput(" in rec.msg and (kind := batch_step_kind(rec.msg)):
+            self.state.batch = kind
         # IPython's traceback header names the exception class the last line will print
         # ("OutOfMemoryError    Traceback (most recent call last)"), before any frame: not the failure yet.
         if FAILURE_GATE.search(rec.msg) and not IPYTHON_HEADER.match(rec.msg):
@@ -175,6 +185,9 @@ class Triage:
         elif wrapped and (rec.file, rec.line) == (wrapped[0], wrapped[1] + 1) and (tail := FRAME_TAIL.match(rec.msg)):
             # The wrapped line's rest carries no log prefix: the frame is the process's whose line it continues.
             self._push_frame(rec, wrapped[2], wrapped[3] + tail.group("rest"), tail.group("func"))
+        elif frames.get(rec.pid) and (call := RPC_CALL.search(rec.msg)):
+            # A frame's source line that calls the workers by a method's name: that method is the next step in.
+            frames[rec.pid].append(f"rpc::{call.group('method')}")
 
     def _push_frame(self, rec: Record, pid: int | None, path: str, func: str) -> None:
         frames = self.state.frames
@@ -185,12 +198,13 @@ class Triage:
         stack.append(f"{path}::{func}")
         del stack[:-MAX_FRAMES]
 
-    def _frames_phase(self, pid: int | None, memory: bool = False) -> str | None:
-        """`memory`: the failure is a memory error, which an installation frame does not place."""
+    def _frames_phase(self, pid: int | None, memory: bool = False, msg: str = "") -> str | None:
+        """`memory`: the failure is a memory error, which an installation frame does not place; `msg`: the
+        failure line (a worker's answer ends the wait the frames stop in)."""
         stack = self.state.frames.get(pid) or self.state.frames.get(None) or []
         method = self.state.methods.get(pid) or self.state.methods.get(None)
         stack = [method, *stack] if method else stack
-        return stack_phase(stack, memory)
+        return stack_phase(stack, memory, bool(WORKER_ANSWERED.search(msg)))
 
     # -- failures -------------------------------------------------------------------------
     def _failures(self, rec: Record) -> None:
@@ -208,6 +222,8 @@ class Triage:
                 matched.append(rule)
         if all(rule.cls in ("exception", "wrapper") for rule in matched) and (known := template_failure(rec.msg)):
             matched.append(known)  # a memory error no hand rule names, known from vLLM's source
+        if ITERATION_CANCEL.pattern.match(rec.msg) and st.shutdown is None and self._in_iteration_wait(rec.pid):
+            matched.append(ITERATION_CANCEL)
         excluded = {x for rule in matched for x in rule.excludes}
         if matched:
             st.open_traceback = None
@@ -217,6 +233,16 @@ class Triage:
             if rule.cls == "exception" and not WRAPPER.search(rec.msg):
                 st.last_exception = Evidence(rec.file, rec.line, rec.text)
             self._hit(rule, rec)
+
+    def _in_iteration_wait(self, pid: int | None) -> bool:
+        """The traceback's innermost vLLM frame is V0's engine loop, with only asyncio's frames below it."""
+        stack = self.state.frames.get(pid) or self.state.frames.get(None) or []
+        inner = next((i for i in range(len(stack) - 1, -1, -1) if "/vllm/" in stack[i]), None)
+        return (
+            inner is not None
+            and bool(ITERATION_WAIT_FRAME.search(stack[inner]))
+            and all("asyncio/" in frame for frame in stack[inner + 1 :])
+        )
 
     def _hit(self, rule: Failure, rec: Record) -> None:
         st = self.state
@@ -245,7 +271,7 @@ class Triage:
         return "serving" if serving else None
 
     def _context(self, rec: Record, memory: bool = False) -> tuple[str | None, str]:
-        framed = self._frames_phase(rec.pid, memory)
+        framed = self._frames_phase(rec.pid, memory, rec.msg)
         if framed and framed != "serving":
             return framed, "frames"
         if self.state.after is not None:
@@ -260,10 +286,12 @@ class Triage:
         # Function names only: a path such as vllm/spec_decode/ says nothing of the step's kind.
         frames = self.state.frames.get(pid) or self.state.frames.get(None) or []
         stack = " ".join(frame.rsplit("::", 1)[-1] for frame in frames)
-        if PREFILL_FRAME.search(stack) or PREFILL_FRAME.search(msg):
+        if PREFILL_FRAME.search(stack) or PREFILL_FRAME.search(msg) or any(PREFILL_PATH.search(f) for f in frames):
             return "prefill"
-        if DECODE_FRAME.search(stack):
+        if DECODE_FRAME.search(stack) or any(DECODE_PATH.search(f) for f in frames):
             return "decode"
+        if self.state.batch:  # the failed step's own batch, which the last stats line (a 10 s average) predates
+            return self.state.batch
         last = self.facts.stats.last
         if not last:
             return None
@@ -279,7 +307,7 @@ class Triage:
         hits = [self.state.hits[i] for i in self.state.order]
         for h in hits:
             if h.rule.cls == "wrapper" and h.context_source != "frames":
-                framed = self._frames_phase(h.pid)
+                framed = self._frames_phase(h.pid, msg=h.evidence.text)
                 if framed and (framed != "serving" or h.context_phase is None):
                     h.context_phase, h.context_source = framed, "frames"
                     h.prefill_hint = h.prefill_hint or self._prefill_hint(h.pid, "")

@@ -123,14 +123,18 @@ FAILURES: tuple[Failure, ...] = (
     ),
     Failure(
         "E-RPCTIMEOUT",
-        rx(r"RPC call to \w+ timed out|TimeoutError: Server didn't reply within|RayChannelTimeoutError|^TimeoutError$"),
+        rx(
+            r"RPC call to \w+ timed out|TimeoutError: Server didn't reply within|RayChannelTimeoutError"
+            r"|^(?:asyncio\.(?:exceptions\.)?)?TimeoutError$"
+        ),
         "timeout",
         "timeout",
         False,
         64,
         "a worker stopped answering (hang): a call to it timed out; a hang, at start-up or while serving, not memory",
         "TimeoutError: RPC call to execute_model timed out.",
-        f"{V} §3 E-RPCTIMEOUT",
+        f"{V} §3 E-RPCTIMEOUT; a bare TimeoutError is also asyncio's (Python 3.10 prints it as "
+        "asyncio.exceptions.TimeoutError; from 3.11 it is the builtin)",
     ),
     Failure(
         "E-ITERTIMEOUT",
@@ -156,7 +160,10 @@ FAILURES: tuple[Failure, ...] = (
     ),
     Failure(
         "E-RAYPLACE",
-        rx(r"Ray does not allocate any GPUs on the driver node|No available node types can fulfill resource request"),
+        rx(
+            r"Ray does not allocate any GPUs on the driver node|No available node types can fulfill resource request"
+            r"|Cannot provide a placement group of"
+        ),
         "network",
         "network_communication",
         False,
@@ -164,7 +171,8 @@ FAILURES: tuple[Failure, ...] = (
         "Ray cannot place the workers: no GPU bundle on the driver's node, or no node can hold a requested bundle",
         "ValueError: Ray does not allocate any GPUs on the driver node. Consider adjusting the Ray placement group",
         "vllm/executor/ray_gpu_executor.py and ray_distributed_executor.py (_init_workers_ray); Ray autoscaler "
-        "(infeasible resource request)",
+        "(infeasible resource request); vllm/executor/ray_utils.py (_wait_until_pg_ready, 0.6-0.10: the "
+        "placement-group wait gave up after PG_WAIT_TIMEOUT)",
     ),
     Failure(
         "E-CORE-WAIT",
@@ -362,6 +370,23 @@ CUT_TRACEBACK = Failure(
     "a traceback the log cuts off before its exception line",
     "Traceback (most recent call last):",
     "Python traceback header; the exception line would follow the frames",
+)
+
+# Not scanned per line: the engine adds this hit when a CancelledError ends a traceback whose innermost vLLM
+# frame is V0's engine loop waiting for a step (`run_engine_loop`'s `asyncio.wait`, 0.4-0.10): that wait runs
+# under `asyncio_timeout(ENGINE_ITERATION_TIMEOUT_S)`, which cancels it when the step hangs and raises
+# TimeoutError ("Engine iteration timed out"); a shutdown cancels the loop task instead, logged as "Engine is
+# gracefully shutting down" with no traceback.
+ITERATION_CANCEL = Failure(
+    "E-ITERCANCEL",
+    rx(r"^(?:asyncio\.(?:exceptions\.)?)?CancelledError$"),
+    "timeout",
+    "timeout",
+    False,
+    64,
+    "V0's engine loop gave up waiting for a step (ENGINE_ITERATION_TIMEOUT_S): a hang, not memory",
+    "asyncio.exceptions.CancelledError",
+    "vllm/engine/async_llm_engine.py (V0): run_engine_loop's asyncio.wait under asyncio_timeout",
 )
 
 # Lines that look like errors in every healthy run, or per-request errors that do not fail the

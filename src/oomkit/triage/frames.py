@@ -25,6 +25,16 @@ REPLY_WAIT_FRAME = rx(
     r"shm_broadcast\.py::(?:dequeue|acquire_read|recv)$|ray/experimental/channel/\S*::(?:read|_read_list|begin_read)$"
     r"|ray/dag/compiled_dag_node\.py::_execute_until$|multiproc_executor\.py::(?:_?wait_for_response|get_response)$"
 )
+# The source line under a frame that calls every worker by a method's name (V1's executors' `collective_rpc`,
+# V0's `_run_workers`): `self.collective_rpc("compile_or_warm_up_model")` in the executor's
+# `initialize_from_config` (v1/executor/abstract.py 0.8.5-0.2x, which runs the workers' KV set-up and then their
+# warm-up and capture) names the step the RPC ran, which the engine core's own frames do not show.
+RPC_CALL = rx(r"\b(?:collective_rpc|_run_workers)\(\s*[\"'](?P<method>\w+)[\"']")
+# The failure line of a worker's answer to that RPC: the wait ended with the worker's error, not a timeout.
+WORKER_ANSWERED = rx(r"Worker failed with error")
+# V0's engine loop waiting for a step (async_llm_engine.py `run_engine_loop` -> `asyncio.wait`, under
+# asyncio_timeout(ENGINE_ITERATION_TIMEOUT_S)): a CancelledError there is the iteration timeout's cancel.
+ITERATION_WAIT_FRAME = rx(r"engine/async_llm_engine\.py::run_engine_loop$")
 # The innermost frame of an exception that is the installation's, not a start-up step's: an attention
 # backend refusing the GPU or the settings in its constructor or selector (an assert on the FlashAttention
 # version, "not supported" on a head size), or a JIT build of a kernel (FlashInfer, torch cpp_extension).
@@ -39,8 +49,17 @@ ENV_FRAME = rx(
 # Substrings of a frame's function (or path). `load_model` is not the model registry's `load_model_cls` /
 # `_try_load_model_cls`: they import the model's class, which the registry's inspection does while the
 # config is built (`ModelConfig` -> `inspect_model_cls` -> `load_model_cls`), long before `load_model`.
+# The worker's warm-up step is graph capture's root: V1's `compile_or_warm_up_model` (gpu_worker.py, 0.6.6-0.34:
+# the compile sizes' warm-up runs, logged "Compile and warming up model for size", then `capture_model`, then
+# the sampler warm-up, whose own frame `_dummy_sampler_run` is inner and wins) and V0's `_warm_up_model`
+# (worker.py: `capture_model` only); the mined table roots capture there too.
 FRAME_PHASES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (rx(r"capture_model|capture_end|_capture_cudagraph|cudagraph|CUDAGraph|graph_capture"), "cudagraph_capture"),
+    (
+        rx(
+            r"capture_model|capture_end|_capture_cudagraph|cudagraph|CUDAGraph|graph_capture|compile_or_warm_up_model|_warm_up_model"
+        ),
+        "cudagraph_capture",
+    ),
     (rx(r"_dummy_sampler_run|_dummy_pooler_run"), "memory_profiling"),
     (
         rx(
@@ -97,3 +116,30 @@ SERVING_MESSAGE = rx(
 )
 PREFILL_FRAME = rx(r"prompt_logprobs|_prepare_prompt|_get_prompt_logprob|prefill")
 DECODE_FRAME = rx(r"_prepare_decode|swap_out|_preempt_by_swap|decode")
+# FlashInfer's modules by their path: flashinfer/decode.py holds the decode wrappers
+# (BatchDecodeWithPagedKVCacheWrapper.run, which vLLM's FlashInfer backend calls for the decode part of a
+# batch), flashinfer/prefill.py the prefill ones; their methods are all `run`/`forward`.
+PREFILL_PATH = rx(r"/flashinfer/prefill\.py::")
+DECODE_PATH = rx(r"/flashinfer/decode\.py::")
+# V1's failed-step dump (vllm/logging_utils/dump_input.py, 0.9-0.34) prints the SchedulerOutput of the step that
+# raised: the requests scheduled for the first time (`scheduled_new_reqs`, a prompt's first chunk) and the tokens
+# each request runs in it (`num_scheduled_tokens`, a dict printed with bare keys).
+BATCH = rx(r"SchedulerOutput\(scheduled_new_reqs=(?P<new>\[\]?)")
+BATCH_COUNTS = re.compile(r"num_scheduled_tokens=\{(?P<counts>[^{}]*)\}")
+BATCH_SPEC = re.compile(r"scheduled_spec_decode_tokens=\{\}")
+
+
+def batch_step_kind(msg: str) -> str | None:
+    """ "prefill" or "decode" from a failed step's SchedulerOutput: a new request, or a request running more than
+    one token (a chunk of its prompt), is prefill; one token per running request and no new one is a decode step.
+    None when the dump does not say (speculative tokens make a decode step run several tokens per request)."""
+    m = BATCH.search(msg)
+    if m is None:
+        return None
+    if m.group("new") != "[]":
+        return "prefill"
+    counts = BATCH_COUNTS.search(msg, m.end())
+    tokens = [int(n) for n in re.findall(r":\s*(\d+)", counts.group("counts"))] if counts else []
+    if not tokens or not BATCH_SPEC.search(msg, m.end()):
+        return None
+    return "decode" if max(tokens) == 1 else "prefill"

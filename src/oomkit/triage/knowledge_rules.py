@@ -86,9 +86,19 @@ def template_failure(msg: str) -> Failure | None:
     return _failure_of(row)
 
 
+def _raised_in_shared_helper(row: MessageRow) -> bool:
+    """The template's function is a helper the roots of several phases reach (`shared` in the frame table):
+    the phase mined for the template is only its nearest root's, so the log's own frames and markers place it."""
+    module, _, qualified = row.source.partition(":")
+    frame = frame_phase(module, qualified.rsplit(".", 1)[-1])
+    return frame is not None and frame.phase == SHARED
+
+
 @cache
 def _failure_of(row: MessageRow) -> Failure:
     phase = row.phase if row.phase not in (None, "serving") else None  # serving: frames tell prefill/decode
+    if _raised_in_shared_helper(row):
+        phase = None
     versions = f"{row.versions[0]}..{row.versions[-1]}" if row.versions else "no release"
     return Failure(
         f"K-{row.id}",

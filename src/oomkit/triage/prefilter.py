@@ -37,6 +37,8 @@ def rule_patterns() -> list[tuple[str, re.Pattern[str]]]:
         ("FRAME", frames.FRAME),
         ("FRAME_HEAD", frames.FRAME_HEAD),
         ("FRAME_TAIL", frames.FRAME_TAIL),
+        ("RPC_CALL", frames.RPC_CALL),
+        ("BATCH", frames.BATCH),
         ("TRACEBACK", re.compile(re.escape("Traceback (most recent call last)"))),
         ("SERVING_MESSAGE", frames.SERVING_MESSAGE),
     ]

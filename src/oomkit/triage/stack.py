@@ -9,14 +9,15 @@ from oomkit.triage.frames import ENV_FRAME, FRAME_PHASES, REPLY_WAIT_FRAME, SHAR
 from oomkit.triage.knowledge_rules import source_frames_phase
 
 
-def stack_phase(stack: list[str], memory: bool = False) -> str | None:
+def stack_phase(stack: list[str], memory: bool = False, answered: bool = False) -> str | None:
     """`stack`: frames as "path::function", outermost first. `memory`: the failure is a memory error,
-    which an installation frame does not place."""
+    which an installation frame does not place. `answered`: the failure line is a worker's answer to the
+    call the stack waits in ("Worker failed with error ..."), so the wait ended, and did not time out."""
     if len(stack) >= 2 and all(frame.endswith("::<module>") for frame in stack[-2:]):
         return "environment"  # raised while importing: the installation, not a start-up step
     if stack and not memory and ENV_FRAME.search(stack[-1]):
         return "environment"  # a backend refused the GPU or settings, or a kernel's JIT build failed
-    if stack and REPLY_WAIT_FRAME.search(stack[-1]):
+    if stack and REPLY_WAIT_FRAME.search(stack[-1]) and not (memory or answered):
         return "timeout"  # it ends waiting for a worker that never answered
     startup = [p for f in stack for pat, p in FRAME_PHASES if pat.search(f.rsplit("::", 1)[-1]) or pat.search(f)]
     if not startup and (
