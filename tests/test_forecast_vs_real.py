@@ -53,3 +53,18 @@ def test_a_folder_that_is_not_one_profiles_run_is_refused(tmp_path):
     _runs(other, ("small-kv", "hybrid-small-kv", *STEMS[2:]))
     with pytest.raises(SystemExit, match="expected two ladders of testbed-small-kv.yaml"):
         fvr.stored_pairs(other)
+
+
+def test_the_other_ladders_own_figures_are_the_reference_for_the_timing_goals():
+    """Two recorded ladders of the small-KV testbed: each one's TTFT p50 read against the other's, as the
+    forecast's is; a check per rung both measured."""
+    first, second = fvr.PAIRS[0]
+    figures = fvr.measured(first)
+    figures.pop(0)
+    line, checks = fvr._remeasured(figures, second)
+    again = fvr.measured(second)
+    both = [c for c, m in figures.items() if c in again and m["ttft_ms_p50"] and again[c]["ttft_ms_p50"]]
+    assert len(checks) == len(both) > 0
+    expected = [abs(again[c]["ttft_ms_p50"] / figures[c]["ttft_ms_p50"] - 1) <= 0.25 for c in both]
+    assert checks == expected
+    assert line.startswith("re-measured") and f"ttft_ms_p50 {sum(expected)}/{len(both)}" in line
