@@ -12,8 +12,10 @@ by corpus/split.py) is scored per part: `dev` is what rules may be written again
 only scored. `--split dev-a|dev-b|dev-ab` splits `dev` itself, by the case id's hash (DEV_A_SEED,
 about 60% `dev-a`), for a change's own held-out check: misses are listed for `dev-a` only; a change
 is designed from `dev-a`'s misses and kept only if `dev-b` and `heldout` do not drop. For each part: accuracy overall, per phase and on high-confidence labels; coverage (not
-`unknown`); wrong answers (a wrong phase, not `unknown`); false OOM on logs labelled not OOM; and a
-confusion matrix (rows: label, columns: triage)."""
+`unknown`); wrong answers (a wrong phase, not `unknown`); false OOM on logs labelled not OOM; a
+confusion matrix (rows: label, columns: triage); right / wrong / unknown per deciding step, per label
+confidence and per collection (the case id's letter, corpus/README.md): aggregates, so heldout's are
+printed too, and show where the two parts differ."""
 
 from __future__ import annotations
 
@@ -110,6 +112,7 @@ def report(name: str, answers: list[Answer], *, list_misses: bool = True, by_rul
     lines += [f"{p:<24}{r:>6}{c:>6}{_pct(r, c):>10}" for p, (r, c) in sorted(per.items())]
     lines += _confusion(answers)
     lines += _by_source(answers)
+    lines += _by_group(answers)
     if by_rule:
         lines += _by_rule(answers)
     misses = [a for a in answers if a.phase != a.case.phase]
@@ -141,6 +144,21 @@ def _by_source(answers: list[Answer]) -> list[str]:
         mine = [a for a in answers if a.decided_by == source]
         if mine:
             out.append(_tally_row(source, mine, 12))
+    return out
+
+
+def _by_group(answers: list[Answer]) -> list[str]:
+    """Right / wrong / unknown per label confidence and per collection (the id's letter: corpus/README.md),
+    aggregates only: where dev and heldout differ, a rule fitted one part's kind of case."""
+    out = [f"{'label confidence':<18}{'right':>6}{'wrong':>6}{'unknown':>8}{'cases':>6}{'right %':>9}"]
+    for conf in ("high", "medium", "low", None):
+        mine = [a for a in answers if a.case.confidence == conf]
+        if mine:
+            out.append(_tally_row(conf or "-", mine, 18))
+    out.append(f"{'collection':<18}{'right':>6}{'wrong':>6}{'unknown':>8}{'cases':>6}{'right %':>9}")
+    for group in sorted({a.case.log.stem[0] for a in answers}):
+        mine = [a for a in answers if a.case.log.stem[0] == group]
+        out.append(_tally_row(f"{group}*", mine, 18))
     return out
 
 

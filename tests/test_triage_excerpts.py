@@ -18,7 +18,8 @@ CASES = {
     "v1_0.32_illegal_access.log": ("not_oom_other", False, "high"),
     "v1_0.32_prompt_too_long.log": ("not_oom_other", False, "high"),
     "v0_0.6_preempt_then_crash.log": ("not_oom_other", False, None),
-    "v1_0.32_clean_shutdown.log": ("healthy", False, "high"),
+    # Ready and no failure line: medium (the ready line is a fact; "nothing failed" is what the log left in).
+    "v1_0.32_clean_shutdown.log": ("healthy", False, "medium"),
     "v1_0.17_ready_timeout.log": ("timeout", False, "high"),
     "v0_0.6_startfree.log": ("environment", True, "high"),
     "host_kill_137.log": ("weight_loading", True, None),
@@ -27,7 +28,7 @@ CASES = {
     "v1_0.32_cut_serving_traceback.log": ("not_oom_other", False, "low"),
     # A serving crash cut before its exception: not_oom_other (low); the summary keeps "(prefill)".
     "v0_0.6_offline_cut_traceback.log": ("not_oom_other", False, "low"),
-    "v1_0.32_traceback_then_serving.log": ("healthy", False, "high"),
+    "v1_0.32_traceback_then_serving.log": ("healthy", False, "medium"),
 }
 
 

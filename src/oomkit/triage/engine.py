@@ -8,15 +8,8 @@ from dataclasses import dataclass, field
 
 from oomkit.logs import Record
 from oomkit.triage.facts import FactCollector
-from oomkit.triage.failures import (
-    BENIGN_SOURCES,
-    CUT_TRACEBACK,
-    FAILURE_GATE,
-    FAILURES,
-    FALLBACK_LINES,
-    ITERATION_CANCEL,
-    SELF_KILL,
-)
+from oomkit.triage.failures import BENIGN_SOURCES, FAILURE_GATE, FAILURES, FALLBACK_LINES, SELF_KILL
+from oomkit.triage.failures_added import CUT_TRACEBACK, ITERATION_CANCEL
 from oomkit.triage.frames import (
     DECODE_FRAME,
     DECODE_PATH,
@@ -26,6 +19,8 @@ from oomkit.triage.frames import (
     ITERATION_WAIT_FRAME,
     PREFILL_FRAME,
     PREFILL_PATH,
+    REPLY_WAIT_CALL,
+    REPLY_WAIT_CALLER,
     RPC_CALL,
     SERVING_MESSAGE,
     WORKER_ANSWERED,
@@ -188,6 +183,9 @@ class Triage:
         elif frames.get(rec.pid) and (call := RPC_CALL.search(rec.msg)):
             # A frame's source line that calls the workers by a method's name: that method is the next step in.
             frames[rec.pid].append(f"rpc::{call.group('method')}")
+        elif (stack := frames.get(rec.pid)) and REPLY_WAIT_CALLER.search(stack[-1]) and REPLY_WAIT_CALL.search(rec.msg):
+            # The executor's call of its reply wait: the frame it would push next, for an excerpt cut here.
+            stack.append(f"{stack[-1].rsplit('::', 1)[0]}::get_response")
 
     def _push_frame(self, rec: Record, pid: int | None, path: str, func: str) -> None:
         frames = self.state.frames
@@ -198,13 +196,14 @@ class Triage:
         stack.append(f"{path}::{func}")
         del stack[:-MAX_FRAMES]
 
-    def _frames_phase(self, pid: int | None, memory: bool = False, msg: str = "") -> str | None:
+    def _frames_phase(self, pid: int | None, memory: bool = False, msg: str = "", answered: bool = False) -> str | None:
         """`memory`: the failure is a memory error, which an installation frame does not place; `msg`: the
-        failure line (a worker's answer ends the wait the frames stop in)."""
+        failure line (a worker's answer ends the wait the frames stop in); `answered`: another failure line of
+        the same process is that answer."""
         stack = self.state.frames.get(pid) or self.state.frames.get(None) or []
         method = self.state.methods.get(pid) or self.state.methods.get(None)
         stack = [method, *stack] if method else stack
-        return stack_phase(stack, memory, bool(WORKER_ANSWERED.search(msg)))
+        return stack_phase(stack, memory, answered or bool(WORKER_ANSWERED.search(msg)))
 
     # -- failures -------------------------------------------------------------------------
     def _failures(self, rec: Record) -> None:
@@ -305,9 +304,12 @@ class Triage:
         """Failures in order. A wrapper line ("WorkerProc hit an exception") comes before its
         traceback, so its frames are read now, at the end."""
         hits = [self.state.hits[i] for i in self.state.order]
+        # A wrapper printed before the traceback ("EngineCore encountered a fatal error") shares its frames with the
+        # exception line under them: when that line is a worker's answer, the wait the frames end in did not time out.
+        answered = {h.pid for h in hits if WORKER_ANSWERED.search(h.evidence.text)}
         for h in hits:
             if h.rule.cls == "wrapper" and h.context_source != "frames":
-                framed = self._frames_phase(h.pid, msg=h.evidence.text)
+                framed = self._frames_phase(h.pid, msg=h.evidence.text, answered=h.pid in answered)
                 if framed and (framed != "serving" or h.context_phase is None):
                     h.context_phase, h.context_source = framed, "frames"
                     h.prefill_hint = h.prefill_hint or self._prefill_hint(h.pid, "")

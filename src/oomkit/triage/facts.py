@@ -22,7 +22,7 @@ from oomkit.triage.figures import (
 )
 from oomkit.triage.model import Evidence, FigureValue
 from oomkit.triage.rules import LOGO, gate
-from oomkit.triage.stats import STATS_FIELD, STATS_HEAD, STATS_NAMES, StatsAggregate
+from oomkit.triage.stats import FULL_KV_PCT, STATS_FIELD, STATS_HEAD, STATS_NAMES, WRAPPED_STATS, StatsAggregate
 
 R = re.compile
 ENGINE_CFG = R(r"^Initializing an? (?P<eng>V[01] )?LLM engine \(v(?P<ver>[^)]+)\) with config: (?P<cfg>.*)$")
@@ -135,7 +135,9 @@ class FactCollector:
 
     def feed_stats(self, rec: Record) -> bool:
         """A periodic stats line is recorded and reported; it carries no other fact."""
-        return rec.msg[:1] in "E1234567890A" and self._stats(rec, rec.msg)
+        if rec.msg[:1] in "E1234567890A":
+            return self._stats(rec, rec.msg)
+        return rec.src is None and "KV cache usage: " in rec.msg and self._wrapped_stats(rec)
 
     def feed(self, rec: Record) -> None:
         msg = rec.msg
@@ -223,20 +225,39 @@ class FactCollector:
         if pool:
             self._set("oom_private_pools_gib", _gib(pool.group("pool"), pool.group("u")), rec, "last")
 
+    def _wrapped_stats(self, rec: Record) -> bool:
+        """The headerless rest of a wrapped stats line, read as a sample of its own only when it shows the cache
+        full with requests waiting, or preemptions: the lines the prefilter's key keeps (PRESSURE), so that the
+        fast path reads the same tails as a full read (their heads are counted between key lines, not read)."""
+        m = WRAPPED_STATS.match(rec.msg)
+        if not m:
+            return False
+        sample = _fields(m.group("rest"))
+        full = sample.get("kv_usage_pct", 0.0) >= FULL_KV_PCT and sample.get("waiting", 0.0) > 0
+        if not (full or sample.get("preemptions", 0.0) > 0):
+            return False
+        self.stats.add(sample, Evidence(rec.file, rec.line, rec.text))
+        return True
+
     def _stats(self, rec: Record, msg: str) -> bool:
         m = STATS_HEAD.match(msg)
         if not m:
             return False
-        rest = m.group("rest") or m.group("v0") or ""
-        sample: dict[str, float] = {}
-        for f in STATS_FIELD.finditer(rest):
-            key = f.group("k").strip()
-            name = STATS_NAMES.get(key)
-            if name and not (key == "CPU KV cache usage" and name in sample):  # V0: GPU usage, then swap space
-                sample[name] = float(f.group("v"))
+        sample = _fields(m.group("rest") or m.group("v0") or "")
         if sample:
             self.stats.add(sample, Evidence(rec.file, rec.line, rec.text))
         return True
+
+
+def _fields(rest: str) -> dict[str, float]:
+    """A stats line's named figures."""
+    sample: dict[str, float] = {}
+    for f in STATS_FIELD.finditer(rest):
+        key = f.group("k").strip()
+        name = STATS_NAMES.get(key)
+        if name and not (key == "CPU KV cache usage" and name in sample):  # V0: GPU usage, then swap space
+            sample[name] = float(f.group("v"))
+    return sample
 
 
 def _text(value: Json) -> str | None:

@@ -1,6 +1,6 @@
 """Failure signatures that are not memory (environment, network, timeouts, crashes,
 configuration), the serving signals, and the wrappers; `FAILURES` is every signature in match order,
-the memory ones first."""
+the memory ones first (the hits the engine adds itself, not per line, are in `failures_added.py`)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,10 @@ FAILURES: tuple[Failure, ...] = (
         rx(
             r"cudaGetDeviceCount|Error 80[0-9]\b|forward compatibility was attempted|system not yet initialized|CUDA driver version is insufficient|NVIDIA driver on your system is too old|no kernel image is available for execution|No CUDA GPUs are available|Failed to infer device type|libcuda\.so|undefined symbol|GLIBC_\d|Failed to initialize NVML|NVML Shared Library Not Found|Driver/library version mismatch|[Ff]abric ?[Mm]anager|No package metadata was found for vllm|[Aa]ddress already in use|requires (?:a GPU with )?compute capability|not supported on (?:this|your) (?:GPU|device|platform)|ModuleNotFoundError: No module named|ImportError: |compute capability (?:below|of at least|>=)|only supports? (?:Ampere|Hopper)|HIP error: invalid device function|'_OpNamespace' '_C' object has no attribute|Torch not compiled with CUDA enabled|Too large swap space|cannot open shared object file|Version mismatch: The cluster was started with"
             r"|No platform detected, vLLM is running on UnspecifiedPlatform"
+            r"|no CUDA-capable device is detected|CUDA-capable device\(s\) is/are busy or unavailable|invalid device ordinal"
+            r"|CUDA driver is a stub library|system has unsupported display driver|PTX was compiled with an unsupported toolchain"
+            r"|Found no NVIDIA driver on your system|CUDA unknown error - this may be due to an incorrectly set up environment"
+            r"|CUDA call failed lazily at initialization|Failed to find C compiler|Python\.h: No such file"
         ),
         "environment",
         "environment",
@@ -39,7 +43,11 @@ FAILURES: tuple[Failure, ...] = (
         "RuntimeError: Unexpected error from cudaGetDeviceCount(). Error 804: forward compatibility was attempted on non supported HW",
         "vLLM/torch/CUDA error texts; recipe requirements (CUDA 13, driver r580+); glibc dlerror() "
         "(cannot open shared object file); Ray's check_version_info (Version mismatch: The cluster was started with); "
-        "vllm/platforms/__init__.py (no platform plugin or builtin platform detected)",
+        "vllm/platforms/__init__.py (no platform plugin or builtin platform detected); CUDA runtime "
+        "cudaGetErrorString() of cudaErrorNoDevice, DevicesUnavailable, InvalidDevice, StubLibrary, "
+        "SystemDriverMismatch, UnsupportedPtxVersion; torch/cuda/__init__.py _lazy_init (no driver, "
+        "DeferredCudaCallError), c10/cuda/CUDAFunctions.cpp (CUDA unknown error); triton/runtime/build.py (no C "
+        "compiler; gcc without Python's headers builds triton's launcher)",
     ),
     Failure(
         "E-MODELCFG",
@@ -125,7 +133,8 @@ FAILURES: tuple[Failure, ...] = (
         "E-RPCTIMEOUT",
         rx(
             r"RPC call to \w+ timed out|TimeoutError: Server didn't reply within|RayChannelTimeoutError"
-            r"|^(?:asyncio\.(?:exceptions\.)?)?TimeoutError$"
+            r"|^(?:asyncio\.(?:exceptions\.)?|concurrent\.futures\.(?:_base\.)?)?TimeoutError(?::|$)"
+            r"|^ray\.exceptions\.GetTimeoutError\b"
         ),
         "timeout",
         "timeout",
@@ -133,8 +142,10 @@ FAILURES: tuple[Failure, ...] = (
         64,
         "a worker stopped answering (hang): a call to it timed out; a hang, at start-up or while serving, not memory",
         "TimeoutError: RPC call to execute_model timed out.",
-        f"{V} §3 E-RPCTIMEOUT; a bare TimeoutError is also asyncio's (Python 3.10 prints it as "
-        "asyncio.exceptions.TimeoutError; from 3.11 it is the builtin)",
+        f"{V} §3 E-RPCTIMEOUT; any TimeoutError is a wait that ran out: every `raise TimeoutError` in vLLM "
+        "0.6.6-0.34 ends a wait for a worker, an engine, a peer or a server; asyncio's and concurrent.futures' "
+        "(Python 3.10 prints asyncio.exceptions.TimeoutError; from 3.11 both are the builtin); Ray's "
+        "GetTimeoutError (ray.get past its timeout)",
     ),
     Failure(
         "E-ITERTIMEOUT",
@@ -356,37 +367,6 @@ FAILURES: tuple[Failure, ...] = (
         "ValueError: max() arg is an empty sequence",
         "Python traceback last line",
     ),
-)
-
-# Not scanned per line: the engine adds this hit when the log ends inside a traceback, before its
-# exception line (an excerpt cut short, or a process killed while printing). Placed by its frames.
-CUT_TRACEBACK = Failure(
-    "E-CUT",
-    rx(r"Traceback \(most recent call last\)"),
-    "wrapper",
-    None,
-    False,
-    9,
-    "a traceback the log cuts off before its exception line",
-    "Traceback (most recent call last):",
-    "Python traceback header; the exception line would follow the frames",
-)
-
-# Not scanned per line: the engine adds this hit when a CancelledError ends a traceback whose innermost vLLM
-# frame is V0's engine loop waiting for a step (`run_engine_loop`'s `asyncio.wait`, 0.4-0.10): that wait runs
-# under `asyncio_timeout(ENGINE_ITERATION_TIMEOUT_S)`, which cancels it when the step hangs and raises
-# TimeoutError ("Engine iteration timed out"); a shutdown cancels the loop task instead, logged as "Engine is
-# gracefully shutting down" with no traceback.
-ITERATION_CANCEL = Failure(
-    "E-ITERCANCEL",
-    rx(r"^(?:asyncio\.(?:exceptions\.)?)?CancelledError$"),
-    "timeout",
-    "timeout",
-    False,
-    64,
-    "V0's engine loop gave up waiting for a step (ENGINE_ITERATION_TIMEOUT_S): a hang, not memory",
-    "asyncio.exceptions.CancelledError",
-    "vllm/engine/async_llm_engine.py (V0): run_engine_loop's asyncio.wait under asyncio_timeout",
 )
 
 # Lines that look like errors in every healthy run, or per-request errors that do not fail the

@@ -30,6 +30,12 @@ REPLY_WAIT_FRAME = rx(
 # `initialize_from_config` (v1/executor/abstract.py 0.8.5-0.2x, which runs the workers' KV set-up and then their
 # warm-up and capture) names the step the RPC ran, which the engine core's own frames do not show.
 RPC_CALL = rx(r"\b(?:collective_rpc|_run_workers)\(\s*[\"'](?P<method>\w+)[\"']")
+# The source line under an executor frame that calls its wait for a worker's reply (multiproc_executor.py:
+# `result = get_response(w, dequeue_timeout)` in `collective_rpc`, 0.8.5-0.10; `aggregate(get_response())` and
+# `future._wait_for_response()`, 0.11-0.34): an excerpt cut there stands where the wait's frame would, and is read
+# as that frame (a timeout unless the worker's answer, "Worker failed with error", is the failure line).
+REPLY_WAIT_CALL = rx(r"\b(?:get_response|_?wait_for_response)\(")
+REPLY_WAIT_CALLER = rx(r"multiproc_executor\.py::")
 # The failure line of a worker's answer to that RPC: the wait ended with the worker's error, not a timeout.
 WORKER_ANSWERED = rx(r"Worker failed with error")
 # V0's engine loop waiting for a step (async_llm_engine.py `run_engine_loop` -> `asyncio.wait`, under

@@ -38,6 +38,7 @@ def rule_patterns() -> list[tuple[str, re.Pattern[str]]]:
         ("FRAME_HEAD", frames.FRAME_HEAD),
         ("FRAME_TAIL", frames.FRAME_TAIL),
         ("RPC_CALL", frames.RPC_CALL),
+        ("REPLY_WAIT_CALL", frames.REPLY_WAIT_CALL),
         ("BATCH", frames.BATCH),
         ("TRACEBACK", re.compile(re.escape("Traceback (most recent call last)"))),
         ("SERVING_MESSAGE", frames.SERVING_MESSAGE),

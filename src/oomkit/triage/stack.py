@@ -8,6 +8,8 @@ from __future__ import annotations
 from oomkit.triage.frames import ENV_FRAME, FRAME_PHASES, REPLY_WAIT_FRAME, SHARED_STARTUP_FRAMES, is_serving_frame
 from oomkit.triage.knowledge_rules import source_frames_phase
 
+V1_SAMPLER = "/vllm/v1/sample/"
+
 
 def stack_phase(stack: list[str], memory: bool = False, answered: bool = False) -> str | None:
     """`stack`: frames as "path::function", outermost first. `memory`: the failure is a memory error,
@@ -38,4 +40,14 @@ def stack_phase(stack: list[str], memory: bool = False, answered: bool = False) 
         return startup[-1]
     if any(is_serving_frame(f) for f in stack):
         return "serving"
+    if sampler_only(stack):
+        # V1's sampler runs in start-up's sampler warm-up (gpu_model_runner `_dummy_sampler_run`) as in every serving
+        # step: with no caller in the stack, its frames place nothing; markers or other processes' frames may.
+        return None
     return source_frames_phase(stack)
+
+
+def sampler_only(stack: list[str]) -> bool:
+    """Every vLLM frame of the stack is V1's sampler's (vllm/v1/sample/): no caller names the step."""
+    vllm = [f for f in stack if "/vllm/" in f]
+    return bool(vllm) and all(V1_SAMPLER in f for f in vllm)

@@ -10,6 +10,14 @@ R = re.compile
 STATS_HEAD = R(
     r"^(?:Engine (?P<eng>\d{3})|(?P<n>\d+) Engines Aggregated): (?P<rest>.*)$|^(?P<v0>Avg prompt throughput: .*)$"
 )
+# The rest of a stats line hard-wrapped at a fixed width (a terminal's or an issue box's; a docker-timestamped line
+# then goes on on the next line with no log header): from the cut field's last letters on, it carries the fields the
+# cache-pressure rule reads (Running, Waiting, KV cache usage); read as a sample when it shows pressure
+# (`FactCollector._wrapped_stats`).
+WRAPPED_STATS = R(
+    r"^[a-z]{0,30}(?:: [\d.]+ (?:tokens/s|reqs|%), )?"
+    r"(?P<rest>(?:Running|Waiting|Pending|Swapped|Preemptions|GPU KV|CPU KV|KV)\b.*KV cache usage: [\d.]+%.*)$"
+)
 STATS_FIELD = R(r"(?P<k>[A-Za-z][A-Za-z ]*?): (?P<v>[\d.]+)\s*(?:tokens/s|reqs|%)?")
 STATS_NAMES = {
     "Avg prompt throughput": "prompt_tps",

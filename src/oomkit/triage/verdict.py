@@ -9,8 +9,23 @@ from oomkit.triage.engine import Hit, Triage
 from oomkit.triage.markers import WORKER_START
 from oomkit.triage.model import DecidedBy, FigureValue, Verdict
 from oomkit.triage.quiet import no_failure_verdict, pressure_verdict
-from oomkit.triage.rules import PHASES
+from oomkit.triage.rules import PHASES, rx
 from oomkit.triage.verdict_make import Conclusion, make_verdict, wrapper_hits
+
+# PyTorch's NCCL watchdog aborts a collective that ran past its timeout (ProcessGroupNCCL::WorkNCCL::checkTimeout),
+# and a point-to-point wait gives up the same way: a rank that never joined the collective (a hung or desynchronised
+# rank) reads exactly as a stalled link, so the message places the failure in the network only as the likelier cause.
+COLLECTIVE_TIMEOUT = rx(
+    r"Watchdog caught collective operation timeout|Timed out waiting \d+ms for (?:send|recv) operation"
+)
+COLLECTIVE_TIMEOUT_WHY = (
+    "explicit E-NCCL line, a collective that timed out: a hung rank that never joined it reads the same as a "
+    "stalled link"
+)
+# V1 compiles the model on its first forward pass, the profiling run's dummy batch (vllm/compilation/backends.py
+# "Compiling a graph for dynamic shape"), and recompiles while serving only for a shape it has not seen: an unplaced
+# compile error says what failed, not where.
+COMPILE_WHY = "explicit E-COMPILE line; nothing places it, and vLLM compiles during start-up's profiling run"
 
 
 def decide(t: Triage) -> Verdict:
@@ -46,6 +61,10 @@ def _from_hit(t: Triage, hit: Hit, hits: list[Hit]) -> Verdict:
     decided: DecidedBy = "template"
     if rule.cls == "stall":  # nothing failed yet: the log ends while it waits
         confidence, reason = "medium", f"the log ends in the wait {rule.id} names, with no later start-up line"
+    elif rule.id == "E-NCCL" and COLLECTIVE_TIMEOUT.search(hit.evidence.text):
+        confidence, reason = "medium", COLLECTIVE_TIMEOUT_WHY
+    elif rule.id == "E-COMPILE" and not hit.after_ready:
+        confidence, reason = "medium", COMPILE_WHY
     if phase is None:
         phase, confidence, reason = _context_phase(hit, t.facts.figures, _in_sampler(t, hit), _budget(t))
         decided = decided_by(hit)
@@ -257,7 +276,7 @@ def _crash(t: Triage, wrappers: list[Hit], hits: list[Hit]) -> Verdict:
                 "low",
                 'start-up failed before weight loading began (no "Starting to load model" line); cause not in the log'
                 if early
-                else "start-up failed; phase from the last marker, cause not in the log",
+                else f"start-up failed; phase from {_placed_by(first)}, cause not in the log",
                 f"start-up failed during {phase.replace('_', ' ')}; the root-cause line is not in the log",
                 first.rule.id,
             ),
@@ -313,6 +332,9 @@ def _crash(t: Triage, wrappers: list[Hit], hits: list[Hit]) -> Verdict:
             extra=[exc],
             decided_by=decided_by(hit),
         )
+    # An exception no rule names, with no frame, marker or serving line around it: not memory by its wording,
+    # but nothing says where it was raised (before start-up, vLLM's settings and the installation raise too).
+    placeless = first.context_phase is None and not first.after_ready
     summary = "the engine died with an error that is not a memory error"
     # Redacted before the cut, which could otherwise end inside a secret and keep an unmaskable prefix.
     summary += f": {redact(exc.text.split('] ')[-1])[:200]}" if exc else " (the exception itself is not in the log)"
@@ -320,8 +342,9 @@ def _crash(t: Triage, wrappers: list[Hit], hits: list[Hit]) -> Verdict:
         Conclusion(
             "not_oom_other",
             False,
-            "medium" if exc else "low",
-            "fatal engine error without any memory, network or environment signature",
+            "medium" if exc and not placeless else "low",
+            "fatal engine error without any memory, network or environment signature"
+            + ("; no frame, marker or serving line places it" if placeless else ""),
             summary,
             first.rule.id,
         ),
@@ -330,6 +353,10 @@ def _crash(t: Triage, wrappers: list[Hit], hits: list[Hit]) -> Verdict:
         extra=[exc] if exc else [],
         decided_by="template" if exc else "context",
     )
+
+
+def _placed_by(hit: Hit) -> str:
+    return "its traceback frames" if hit.context_source == "frames" else "the last marker"
 
 
 def _placed_startup(hit: Hit) -> tuple[str, DecidedBy] | None:
