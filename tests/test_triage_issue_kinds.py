@@ -5,25 +5,10 @@ it, the confidence."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
+from _triage_synth import Case, frames, verdict_of
 
 from oomkit.triage import analyse
-
-SITE = "/usr/local/lib/python3.12/dist-packages"
-
-
-def frames(prefix: str, *calls: tuple[str, str, str]) -> str:
-    """CPython's traceback frames (`File "path", line N, in func` and the source line), each line
-    under `prefix` (vLLM's log header, or nothing)."""
-    lines = [f"{prefix}Traceback (most recent call last):"]
-    for number, (path, func, code) in enumerate(calls, start=100):
-        root = "/usr/lib/python3.12" if path.startswith(("asyncio/", "concurrent/")) else SITE
-        lines.append(f'{prefix}  File "{root}/{path}", line {number}, in {func}')
-        lines.append(f"{prefix}    {code}")
-    return "\n".join(lines) + "\n"
-
 
 CORE = "(EngineCore_DP0 pid=2210) ERROR 09-14 10:02:11 [core.py:718] "  # 0.10.2's engine-core header
 WORKER = "(VllmWorker TP0 pid=2301) ERROR 09-14 10:02:11 [multiproc_executor.py:596] "  # 0.10.2's worker
@@ -156,14 +141,6 @@ def prefill_dump() -> str:
     return DUMP.format(
         new=NEW_REQ, ids="['cmpl-a1', 'cmpl-b2']", counts="{cmpl-9f1: 7210, cmpl-a1: 1, cmpl-b2: 1}", total=7212
     )
-
-
-@dataclass(frozen=True)
-class Case:
-    log: str
-    phase: str
-    is_oom: bool
-    confidence: str | None = None
 
 
 CASES: dict[str, Case] = {
@@ -410,9 +387,7 @@ CASES: dict[str, Case] = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_issue_kind(name, tmp_path):
     case = CASES[name]
-    log = tmp_path / f"{name}.log"
-    log.write_text(case.log)
-    verdict = analyse([str(log)]).verdict
+    verdict = verdict_of(name, case, tmp_path)
     assert (verdict.phase, verdict.is_oom) == (case.phase, case.is_oom), (
         f"{verdict.summary} / {verdict.confidence_reason}"
     )

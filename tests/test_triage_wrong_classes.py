@@ -4,25 +4,12 @@ comes from is noted; nothing is copied from the corpus). Each case: the verdict'
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
+from _triage_synth import Case, frames, verdict_of
 
-from oomkit.triage import analyse
-
-SITE = "/usr/local/lib/python3.12/dist-packages"
 CORE = "(EngineCore_DP0 pid=2210) ERROR 06-15 13:57:57 [core.py:517] "  # a V1 engine core's error header
 DUMP = "(EngineCore_DP0 pid=2210) ERROR 06-15 13:57:57 [dump_input.py:79] "
 API = "(APIServer pid=1) INFO 06-15 13:50:{s:02d} [{src}] "
-
-
-def frames(prefix: str, *calls: tuple[str, str, str]) -> str:
-    """CPython's traceback frames (`File "path", line N, in func` and the source line) under `prefix`."""
-    lines = [f"{prefix}Traceback (most recent call last):"]
-    for number, (path, func, code) in enumerate(calls, start=100):
-        lines.append(f'{prefix}  File "{SITE}/{path}", line {number}, in {func}')
-        lines.append(f"{prefix}    {code}")
-    return "\n".join(lines) + "\n"
 
 
 # A failed serving step (0.9-0.10): the core dumps the step's batch, then its busy loop's traceback down to the
@@ -59,14 +46,6 @@ READY = (
     + "Available routes are:\n"
     + "INFO:     Application startup complete.\n"
 )
-
-
-@dataclass(frozen=True)
-class Case:
-    log: str
-    phase: str
-    is_oom: bool
-    confidence: str
 
 
 CASES: dict[str, Case] = {
@@ -259,9 +238,7 @@ CASES: dict[str, Case] = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_wrong_class(name, tmp_path):
     case = CASES[name]
-    log = tmp_path / f"{name}.log"
-    log.write_text(case.log)
-    verdict = analyse([str(log)]).verdict
+    verdict = verdict_of(name, case, tmp_path)
     assert (verdict.phase, verdict.is_oom, verdict.confidence) == (case.phase, case.is_oom, case.confidence), (
         f"{verdict.summary} / {verdict.confidence_reason}"
     )
