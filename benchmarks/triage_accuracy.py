@@ -3,6 +3,7 @@
     python benchmarks/triage_accuracy.py corpus/logs                 # dev and heldout side by side
     python benchmarks/triage_accuracy.py corpus/logs --split heldout
     python benchmarks/triage_accuracy.py corpus/logs --split dev-ab   # dev-a (misses listed), dev-b, dev, heldout
+    python benchmarks/triage_accuracy.py corpus/logs --collections a,d,h,m   # only cases whose id starts so
     python benchmarks/triage_accuracy.py ../shared/fixtures/vllm-logs
     python benchmarks/triage_accuracy.py tests/fixtures/cpu-logs --labels benchmarks/cpu_log_labels.json
 
@@ -196,8 +197,18 @@ def main(argv: list[str] | None = None) -> int:
             "(dev-ab: dev-a, dev-b, dev and heldout; misses listed for dev-a only)"
         ),
     )
+    ap.add_argument(
+        "--collections",
+        help=(
+            "comma-separated id letters (corpus/README.md): score only those collections, e.g. the ones "
+            "added since the rules were last changed, for a first score on cases no rule was written from"
+        ),
+    )
     args = ap.parse_args(argv)
     cases = load_cases(args.folder, args.labels)
+    if args.collections:
+        letters = tuple(x.strip() for x in args.collections.split(",") if x.strip())
+        cases = [c for c in cases if c.log.stem.startswith(letters)]
     if not cases:
         print(f"no labelled logs in {args.folder}", file=sys.stderr)
         return 2

@@ -34,6 +34,7 @@ ADVICE: dict[str, tuple[str, ...]] = {
     "timeout": (
         "Startup took longer than a readiness deadline: raise VLLM_ENGINE_READY_TIMEOUT_S (the K3 recipe sets 3600) or the orchestrator's probe, reuse the torch.compile cache, or test with --enforce-eager.",
         "Check that the weights are complete on disk and that every rank progresses (a stuck rank is a network or environment problem).",
+        "If it stalled while serving (the server was ready): this is not an out-of-memory; take a stack of the stuck engine core (`py-spy dump --pid PID`), check that no rank stopped (NCCL_DEBUG=INFO), and report it with this triage: raising a timeout only delays the failure.",
     ),
     "serving_prefill": (
         "Lower concurrency first (--max-num-seqs or the client's parallel requests) and re-measure with the same request set (`oomkit ladder`).",

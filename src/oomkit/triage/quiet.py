@@ -72,6 +72,23 @@ def no_failure_verdict(t: Triage) -> Verdict:
             extra=[st.slow],
             decided_by="marker",
         )
+    stalled = _stalled(t)
+    if stalled is not None:
+        running = t.facts.stats.recent[-1][0].get("running", 0.0)
+        return make_verdict(
+            Conclusion(
+                "timeout",
+                False,
+                "low",
+                "the last stats line shows requests running and no token in its interval; no error follows",
+                f"the engine stopped making progress while serving: the last stats line shows {running:g} request(s) "
+                "running and 0 tokens/s (a hang, or one step longer than the stats interval)",
+                "R-STALL",
+            ),
+            [],
+            t,
+            extra=[stalled],
+        )
     if st.ready:
         how = " and stopped cleanly" if st.shutdown else ""
         return make_verdict(
@@ -147,6 +164,20 @@ def no_failure_verdict(t: Triage) -> Verdict:
         [],
         t,
     )
+
+
+def _stalled(t: Triage) -> Evidence | None:
+    """The log's last stats line when it shows requests running and no token at all in its interval.
+    vLLM prints a stats line every interval (V1: 10 s, `LoggingStatLogger`; V0: at least 5 s apart);
+    running requests get a token at every finished step, and V1 prints only the first interval with no
+    throughput at INFO (`engine_is_idle` logs the rest at DEBUG). So a log whose last stats line has
+    Running >= 1 at 0 tokens/s, and nothing failing after it, stopped while no step finished: a hang."""
+    recent = t.facts.stats.recent
+    if not recent:
+        return None
+    last, evidence = recent[-1]
+    quiet = last.get("prompt_tps") == 0 and last.get("generation_tps") == 0
+    return evidence if quiet and last.get("running", 0.0) >= 1 else None
 
 
 def _kv_sized(t: Triage) -> Evidence | None:
