@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,6 +54,9 @@ class Calibrated:
     def step_s(self, load: StepLoad) -> float:
         ms = self.base_ms + self.per_seq_ms * load.decode_seqs + self.per_prefill_token_ms * load.prefill_tokens
         return ms / 1000
+
+    def group_step_s(self, loads: Sequence[StepLoad]) -> float:
+        return max((self.step_s(load) for load in loads), default=self.base_ms / 1000)
 
     def to_dict(self) -> JsonObject:
         out: JsonObject = {k: (round(v, 5) if isinstance(v, float) else v) for k, v in to_json_object(self).items()}

@@ -195,19 +195,19 @@ class Rung:
     def _step(self, group: list[Lane], start_s: float) -> bool:
         """One step of a lane, or of all lanes in lockstep: it lasts as long as the slowest."""
         outs: list[Any] = []
-        step_s = 0.0
+        loads: list[StepLoad] = []
         for lane in group:
             lane.join_pending()
             out = None if lane.idle() else lane.scheduler.schedule()
             outs.append(out)
             if out is not None and out.num_scheduled_tokens:
-                step_s = max(step_s, self.model.step_s(self._load(lane, out.num_scheduled_tokens)))
-        if not any(out is not None and out.num_scheduled_tokens for out in outs):
+                loads.append(self._load(lane, out.num_scheduled_tokens))
+        if not loads:
             for lane, out in zip(group, outs, strict=True):
                 if out is not None:
                     lane.scheduler.update_from_output(out, self._runner_output(lane, []))  # vLLM's bookkeeping
             return False
-        self.now_s = end_s = start_s + step_s
+        self.now_s = end_s = start_s + self.model.group_step_s(loads)
         new_tokens = 0
         for lane, out in zip(group, outs, strict=True):
             lane.after, lane.step_end_s, lane.clock_s = lane.before, end_s, end_s

@@ -5,6 +5,7 @@ constant is stated in the output. `calibrated` (forecast.calibrate) is fitted on
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -79,6 +80,10 @@ class StepTimeModel(Protocol):
 
     def step_s(self, load: StepLoad) -> float: ...
 
+    def group_step_s(self, loads: Sequence[StepLoad]) -> float:
+        """One step of engines that step in lockstep (DP of an MoE model): the slowest one's."""
+        ...
+
     def to_dict(self) -> JsonObject: ...
 
 
@@ -94,7 +99,8 @@ class Roofline:
     expert_weight_bytes: float
     experts_per_token: int
     num_experts: int
-    active_params: float  # per GPU, per token
+    active_params: float  # per GPU, per token of its own engine, when the engine steps alone
+    expert_active_params: float  # the experts' part of active_params
     full_kv_bytes_per_token: float
     window_kv_bytes_per_token: tuple[float, ...]
     state_bytes_per_seq: float
@@ -107,13 +113,29 @@ class Roofline:
     delivery_s_per_running: float = 0.0  # not modelled from the catalog: only a measured run shows it
 
     def step_s(self, load: StepLoad) -> float:
+        return self.group_step_s((load,))
+
+    def group_step_s(self, loads: Sequence[StepLoad]) -> float:
+        """With expert parallelism, the MoE layers of engines in lockstep are one all-to-all: every
+        GPU runs its share of the experts for the tokens of all engines (vLLM's DP+EP: attention per
+        engine, experts over dp x tp ranks), so an engine's prefill spreads its expert work over all
+        of them. Without EP each engine's experts see its own tokens only."""
+        group_tokens = sum(load.tokens for load in loads) if self.ep_ranks > 1 else None
+        return max((self._engine_s(load, group_tokens) for load in loads), default=STEP_OVERHEAD_MS / 1000)
+
+    def _engine_s(self, load: StepLoad, group_tokens: int | None) -> float:
         t = load.tokens
-        touched = 1.0 - (1.0 - self.experts_per_token / self.num_experts) ** t if self.num_experts else 0.0
+        # expert tokens per GPU, in units of its own engine's tokens' share (active_params is per tp)
+        expert_t = t if group_tokens is None else group_tokens * self.tp / self.ep_ranks
+        routed = t if group_tokens is None else group_tokens
+        touched = 1.0 - (1.0 - self.experts_per_token / self.num_experts) ** routed if self.num_experts else 0.0
         weights = self.dense_weight_bytes + self.expert_weight_bytes * touched
         kv = load.context_tokens * self.full_kv_bytes_per_token + load.seqs * self.state_bytes_per_seq
         kv += sum(c * b for c, b in zip(load.windowed_context, self.window_kv_bytes_per_token, strict=False))
         memory_s = (weights + kv) / self.hbm_bytes_per_s
-        flops = 2 * self.active_params * t + self.attention_flops_per_pair * load.attention_pairs
+        dense_active = self.active_params - self.expert_active_params
+        flops = 2 * (dense_active * t + self.expert_active_params * expert_t)
+        flops += self.attention_flops_per_pair * load.attention_pairs
         compute_s = flops / self.flops_per_s
         return STEP_OVERHEAD_MS / 1000 + max(memory_s, compute_s) + self._collectives_s(t)
 
@@ -170,6 +192,7 @@ def roofline(p: Plan) -> Roofline:
         experts_per_token=k,
         num_experts=e,
         active_params=(dense_params / lay.tp + (expert_params * k / e if e else 0.0) / lay.tp) / lay.pp,
+        expert_active_params=(expert_params * k / e if e else 0.0) / lay.tp / lay.pp,
         full_kv_bytes_per_token=full_bytes,
         window_kv_bytes_per_token=window_bytes,
         state_bytes_per_seq=state_bytes,
