@@ -1,7 +1,9 @@
-"""A server that stops making progress while serving: the last stats line shows requests running and no
-token in its interval, and nothing fails after it. The lines are vLLM's own: V1's LoggingStatLogger
-(vllm/v1/metrics/loggers.py, printed every 10 s; only the first interval without throughput at INFO) and
-V0's metrics.py."""
+"""Serving-time classes of session 9 (issue 13), from vLLM's source. A server that stops making progress
+while serving: the last stats line shows requests running and no token in its interval, and nothing fails
+after it (V1's LoggingStatLogger, vllm/v1/metrics/loggers.py, printed every 10 s, only the first interval
+without throughput at INFO; V0's metrics.py). And V0 0.6's dump of a failed model execution
+(vllm/worker/model_runner_base.py, dump_input_when_exception): the step raised, so a preemption warning
+before it is not the story."""
 
 from pathlib import Path
 
@@ -22,7 +24,21 @@ def v1(mm: int, p: str, g: str, r: int) -> str:
     return V1.format(mm=mm, p=p, g=g, r=r)
 
 
+V0_ADDED = "INFO 10-11 06:51:31 engine.py:292] Added request chat-29cc.\n"
+V0_PREEMPT = (
+    "WARNING 10-11 06:51:31 scheduler.py:1493] Sequence group chat-55b8 is preempted by PreemptionMode.RECOMPUTE "
+    "mode because there is not enough KV cache space. This can affect the end-to-end performance. Increase "
+    "gpu_memory_utilization or tensor_parallel_size to provide more KV cache memory. "
+    "total_num_cumulative_preemption=1\n"
+)
+V0_DUMP = (
+    "INFO 10-11 06:51:31 model_runner_base.py:120] Writing input of failed execution to "
+    "/tmp/err_execute_model_input_20241011-065131.pkl...\n"
+)
 CASES = {
+    "v0_failed_execution_after_preemption": Case(
+        V0_ADDED + V0_PREEMPT + V0_DUMP + "[...]\n", "not_oom_other", False, "low"
+    ),
     "v1_stalled_with_requests_running": Case(
         READY + v1(26, "1759.2", "1039.3", 16) + v1(27, "0.0", "0.0", 16), "timeout", False, "low"
     ),

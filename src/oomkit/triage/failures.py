@@ -347,14 +347,18 @@ FAILURES: tuple[Failure, ...] = (
     ),
     Failure(
         "E-DUMP",
-        rx(r"Dumping (?:input data for V1 LLM engine|scheduler output for model execution|scheduler stats)"),
+        rx(
+            r"Dumping (?:input data for V1 LLM engine|scheduler output for model execution|scheduler stats)"
+            r"|Writing input of failed execution to "
+        ),
         "dump",
         None,
         False,
         9,
         "a model-execution step raised (vLLM dumped its input); read only when no wrapper or exception line says more",
         "Dumping scheduler output for model execution: SchedulerOutput(scheduled_new_reqs=[], ...)",
-        "vllm/logging_utils/dump_input.py (dump_engine_exception, called when EngineCore's step raises)",
+        "vllm/logging_utils/dump_input.py (dump_engine_exception, called when EngineCore's step raises); V0 0.6: "
+        "vllm/worker/model_runner_base.py (dump_input_when_exception around ModelRunner.execute_model)",
     ),
     Failure(
         "E-EXC",
