@@ -14,6 +14,8 @@ FAILURES: tuple[Failure, ...] = (
         "E-NCCL",
         rx(
             r"NCCL error|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclRemoteError|ncclInvalidUsage|NCCL WARN|DistBackendError|DistNetworkError|Watchdog caught collective operation timeout|Gloo connectFullMesh failed|mlx5dv_reg_dmabuf_mr|ibv_(?:reg_mr|create_qp|modify_qp)|Failed to load NCCL library|The client socket has (?:failed to connect|timed out)|TCPStore.*(?:timed out|refused)|DistStoreError|Timed out waiting \d+ms for (?:send|recv) operation|Connection closed by peer \[\d|waiting for clients\. \d+/\d+ clients joined"
+            # rdma-core's mlx5 provider on a work completion with an error status (an InfiniBand/RoCE transfer failed)
+            r"|mlx5: [\w.-]+: got completion with error"
         ),
         "network",
         "network_communication",
@@ -22,7 +24,8 @@ FAILURES: tuple[Failure, ...] = (
         "collective communication failed (NCCL/Gloo/RDMA): not a capacity problem",
         "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1, unhandled system error",
         f"{V} §3 E-NCCL/E-NCCLWD; recipe note on mlx5dv_reg_dmabuf_mr; PyTorch c10d TCPStore server "
-        "('Timed out after N seconds waiting for clients. M/W clients joined.')",
+        "('Timed out after N seconds waiting for clients. M/W clients joined.')"
+        "; rdma-core providers/mlx5 ('mlx5: HOST: got completion with error:')",
         excludes=("E-CPUALLOC",),
     ),  # "ibv_reg_mr failed: Cannot allocate memory" is pinned memory (memlock), not host RAM
     Failure(

@@ -83,7 +83,10 @@ MEMORY_FAILURES: tuple[Failure, ...] = (
     Failure(
         "E-TORCHOOM",
         rx(
-            r"(?:OutOfMemoryError|Tried to allocate [\d.]+ [KMGT]iB|(?:CUDA|HIP|XPU|MPS) out of memory|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|CUDA driver error: out of memory|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY)"
+            r"(?:OutOfMemoryError|Tried to allocate [\d.]+ [KMGT]iB|(?:CUDA|HIP|XPU|MPS|NPU) out of memory|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|CUDA driver error: out of memory|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY)"
+            # XLA's status for device memory (TPU: torch_xla and JAX): "RESOURCE_EXHAUSTED: Error allocating
+            # device buffer: Attempting to allocate 1.2G. That was not possible." (and "Error loading program").
+            r"|RESOURCE_EXHAUSTED: .{0,200}?(?:That was not possible|[Oo]ut of memory)"
         ),
         "oom",
         _OOM_CTX,
@@ -91,7 +94,8 @@ MEMORY_FAILURES: tuple[Failure, ...] = (
         80,
         "the device ran out of memory",
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.75 GiB. GPU 0 has a total capacity of 79.19 GiB",
-        f"{V} §3 E-TORCHOOM/E-OOMOTHER",
+        f"{V} §3 E-TORCHOOM/E-OOMOTHER; torch_npu (vllm-ascend) 'NPU out of memory'; XLA RESOURCE_EXHAUSTED "
+        "(tensorflow/compiler/xla: 'Attempting to allocate/reserve ... That was not possible')",
     ),
     Failure(
         "E-CPUALLOC",

@@ -134,6 +134,21 @@ MARKERS: tuple[Marker, ...] = (
         f"{V} §2.3 R-CGEST; V0 profiling block",
     ),
     Marker(
+        "R-MMPROFILE",
+        # vllm/multimodal/profiling.py (0.7-0.11, warning_once): the dummy multimodal data that the profiling
+        # run builds (V0 profile_run; V1 profile_run's encoder pass via _get_mm_dummy_batch) does not fit the
+        # profiling sequence length; printed the first time, so during profiling.
+        rx(
+            r"^The (?:encoder )?sequence length used for profiling \(max_num_batched_tokens / max_num_seqs = \d+\) "
+            r"is too short"
+        ),
+        "memory_profiling",
+        "memory_profiling",
+        "The sequence length used for profiling (max_num_batched_tokens / max_num_seqs = 20000) is too short to hold "
+        "the multi-modal embeddings in the worst case",
+        "vllm/multimodal/profiling.py get_decoder_dummy_data / get_encoder_dummy_data (warning_once)",
+    ),
+    Marker(
         "R-AVAIL",
         rx(
             r"^(?:Available KV cache memory: -?[\d.]+ GiB|Initial free memory [\d.]+ GiB, reserved|(?:Auto|Explicitly) set \([\d.]+/[\d.]+\) GiB for KV cache|CUDA graph memory profiling is enabled|.*the rest of the memory reserved for KV Cache)"

@@ -1,9 +1,16 @@
-"""Serving-time classes of session 9 (issue 13), from vLLM's source. A server that stops making progress
+"""Classes of session 9 (issue 13), each from vLLM's (or the platform's) source. A server that stops making progress
 while serving: the last stats line shows requests running and no token in its interval, and nothing fails
 after it (V1's LoggingStatLogger, vllm/v1/metrics/loggers.py, printed every 10 s, only the first interval
 without throughput at INFO; V0's metrics.py). And V0 0.6's dump of a failed model execution
 (vllm/worker/model_runner_base.py, dump_input_when_exception): the step raised, so a preemption warning
-before it is not the story."""
+before it is not the story.
+
+Out-of-memory lines of accelerators other than CUDA/ROCm that vLLM runs on (session 9, issue 13): torch_npu's
+(vllm-ascend) and XLA's RESOURCE_EXHAUSTED status (TPU, torch_xla and JAX). A lone one is an OOM with the likeliest
+phase at low confidence, never `unknown` with is_oom false; XLA's other RESOURCE_EXHAUSTED errors are not memory.
+And rdma-core's mlx5 provider reporting a failed work completion: an InfiniBand/RoCE transfer failed (network).
+And vllm/multimodal/profiling.py's warning that the profiling sequence is too short for the worst-case multimodal
+input: printed once, while the profiling run builds its dummy data, so an OOM right after it is memory profiling."""
 
 from pathlib import Path
 
@@ -36,6 +43,50 @@ V0_DUMP = (
     "/tmp/err_execute_model_input_20241011-065131.pkl...\n"
 )
 CASES = {
+    "npu_oom": Case(
+        "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.96 GiB total capacity)\n",
+        "weight_loading",
+        True,
+        "low",
+    ),
+    "xla_device_buffer": Case(
+        "RuntimeError: Bad StatusOr access: RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to "
+        "allocate 1.50G. That was not possible. There are 1.02G free.\n",
+        "weight_loading",
+        True,
+        "low",
+    ),
+    "xla_program_load": Case(
+        "RESOURCE_EXHAUSTED: Error loading program 'jit__multi_slice': Attempting to reserve 6.14G at the bottom "
+        "of memory. That was not possible.\n",
+        "weight_loading",
+        True,
+        "low",
+    ),
+    "mlx5_completion_error": Case(
+        "(LLMRayActor pid=90621, ip=10.0.0.2) mlx5: host-a: got completion with error:\n"
+        "(LLMRayActor pid=90621, ip=10.0.0.2) 00000000 00000000 00000000 00000000\n",
+        "network_communication",
+        False,
+    ),
+    "oom_after_mm_profiling_warning": Case(
+        "WARNING 04-27 16:27:59 [profiling.py:245] The sequence length used for profiling (max_num_batched_tokens / "
+        "max_num_seqs = 20000) is too short to hold the multi-modal embeddings in the worst case (98304 tokens in "
+        "total, out of which {'image': 16384} are reserved for multi-modal embeddings).\n"
+        "ERROR 04-27 16:28:02 [engine.py:448] CUDA out of memory. Tried to allocate 800.00 MiB. GPU 0 has a total "
+        "capacity of 15.56 GiB of which 442.62 MiB is free. Of the allocated memory 14.88 GiB is allocated by "
+        "PyTorch\n",
+        "memory_profiling",
+        True,
+        "medium",
+    ),
+    # gRPC's RESOURCE_EXHAUSTED (a message over the size limit) is not device memory.
+    "grpc_message_size": Case(
+        'grpc._channel._InactiveRpcError: status = StatusCode.RESOURCE_EXHAUSTED details = "Received message '
+        'larger than max (5242880 vs. 4194304)"\n',
+        "unknown",
+        False,
+    ),
     "v0_failed_execution_after_preemption": Case(
         V0_ADDED + V0_PREEMPT + V0_DUMP + "[...]\n", "not_oom_other", False, "low"
     ),
@@ -57,7 +108,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_serving_stall(name: str, tmp_path: Path) -> None:
+def test_session9_class(name: str, tmp_path: Path) -> None:
     case = CASES[name]
     verdict = verdict_of(name, case, tmp_path)
     assert (verdict.phase, verdict.is_oom) == (case.phase, case.is_oom)
