@@ -74,7 +74,7 @@ def no_failure_verdict(t: Triage) -> Verdict:
         )
     stalled = _stalled(t)
     if stalled is not None:
-        running = t.facts.stats.recent[-1][0].get("running", 0.0)
+        running, line = stalled
         return make_verdict(
             Conclusion(
                 "timeout",
@@ -87,7 +87,7 @@ def no_failure_verdict(t: Triage) -> Verdict:
             ),
             [],
             t,
-            extra=[stalled],
+            extra=[line],
         )
     if st.ready:
         how = " and stopped cleanly" if st.shutdown else ""
@@ -166,8 +166,8 @@ def no_failure_verdict(t: Triage) -> Verdict:
     )
 
 
-def _stalled(t: Triage) -> Evidence | None:
-    """The log's last stats line when it shows requests running and no token at all in its interval.
+def _stalled(t: Triage) -> tuple[float, Evidence] | None:
+    """Requests running and the log's last stats line, when that line shows requests running and no token at all in its interval.
     vLLM prints a stats line every interval (V1: 10 s, `LoggingStatLogger`; V0: at least 5 s apart);
     running requests get a token at every finished step, and V1 prints only the first interval with no
     throughput at INFO (`engine_is_idle` logs the rest at DEBUG). So a log whose last stats line has
@@ -177,7 +177,8 @@ def _stalled(t: Triage) -> Evidence | None:
         return None
     last, evidence = recent[-1]
     quiet = last.get("prompt_tps") == 0 and last.get("generation_tps") == 0
-    return evidence if quiet and last.get("running", 0.0) >= 1 else None
+    running = last.get("running", 0.0)
+    return (running, evidence) if quiet and running >= 1 else None
 
 
 def _kv_sized(t: Triage) -> Evidence | None:
