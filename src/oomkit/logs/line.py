@@ -7,6 +7,10 @@ import re
 from dataclasses import dataclass
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+# Terminal output pasted as HTML (aha, ansi2html, a browser's copy): colour and weight tags around the
+# text. Only formatting tags: a traceback's "<module>" or "<frozen runpy>" stays.
+HTML_TAG = re.compile(r"</?(?:font|span|b|strong|i|em|u|code|pre|div|br)\b[^<>]*>", re.IGNORECASE)
+HTML_ENTITY = re.compile(r"&(?:lt|gt|amp|quot|#39|nbsp);")
 RAY_REPEAT = re.compile(r"\s*\[repeated (?P<n>\d+)x across cluster\]\s*$")
 # kubectl/k9s log views draw box borders; kubectl --prefix adds "[pod/name/container] ".
 K8S_BORDER = re.compile(r"^[│┃|]\s?(?P<rest>.*?)\s*[│┃|]?\s*$")
@@ -64,7 +68,19 @@ def clean(raw: str) -> str:
     if "\r" in text:
         frames = [f for f in text.split("\r") if f.strip()]
         text = frames[-1] if frames else ""
+    if "</" in text:
+        text = _strip_html(text)
     return text.replace("\x00", "")
+
+
+def _strip_html(text: str) -> str:
+    stripped = HTML_TAG.sub("", text)
+    if stripped == text:
+        return text
+    return HTML_ENTITY.sub(lambda m: ENTITIES[m.group(0)], stripped)
+
+
+ENTITIES = {"&lt;": "<", "&gt;": ">", "&amp;": "&", "&quot;": '"', "&#39;": "'", "&nbsp;": " "}
 
 
 def _strip_wrappers(text: str) -> str:

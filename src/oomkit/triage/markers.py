@@ -188,11 +188,13 @@ MARKERS: tuple[Marker, ...] = (
     ),
     Marker(
         "R-READY",
-        rx(r"^(?:Starting vLLM (?:API )?server(?: \d+)? on|Application startup complete)"),
+        # "Available routes are:" is serve_http's first line (vllm/entrypoints/launcher.py; launchers/launcher.py
+        # in 0.32): the engine client is built before the server is, so the engine is ready when it prints.
+        rx(r"^(?:Starting vLLM (?:API )?server(?: \d+)? on|Application startup complete|Available routes are:)"),
         "ready",
         "serving",
         "Application startup complete.",
-        f"{V} §2.3 R-INITDONE/R-SERVER/R-UVI-READY",
+        f"{V} §2.3 R-INITDONE/R-SERVER/R-UVI-READY/R-ROUTE",
     ),
     Marker(
         "R-SERVE",
