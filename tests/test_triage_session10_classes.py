@@ -1,12 +1,19 @@
 """Classes of session 10 (issue 13). The API server's route listing (vllm/entrypoints/launcher.py serve_http,
 launchers/launcher.py in 0.32: "Available routes are:" then one "Route: ..." per route) is printed after the
 engine client is built, so the engine is ready. And terminal output pasted as HTML (aha, ansi2html, a browser's
-copy of a coloured terminal): the colour and weight tags are not part of the log; a traceback's `<module>` is."""
+copy of a coloured terminal): the colour and weight tags are not part of the log; a traceback's `<module>` is.
+Python logging's own formats (an application configuring vLLM's loggers). The attention selector finding no valid
+backend (vllm/platforms/cuda.py, rocm.py get_attn_backend_cls); vLLM's custom all-reduce CUDACHECK
+(csrc/custom_all_reduce.cuh: "Failed: Cuda error FILE:LINE 'text'"): the link, unless start-up was capturing graphs,
+whose buffers it registers; ninja's line for a failed build edge (a JIT build: FlashInfer, Triton, torch extensions).
+And a traceback cut before its exception line whose innermost frame's source line raises with a literal message
+(CPython prints each frame's source line): that message is the exception's (vllm/v1/engine/core_client.py
+`raise TimeoutError("Timed out waiting for engines to send"`)."""
 
 from pathlib import Path
 
 import pytest
-from _triage_synth import Case, verdict_of
+from _triage_synth import Case, frames, verdict_of
 
 from oomkit.logs.line import clean, parse_line
 
@@ -19,7 +26,62 @@ HTML_PREFIX = '<font color="#2AA1B3"><b>(APIServer pid=128291)</b></font> '
 HTML_READY = (
     HTML_PREFIX + "INFO 11-11 12:22:01 [api_server.py:1912] Starting vLLM API server 0 on http://0.0.0.0:8000\n"
 )
+CUSTOM_AR = "Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:143 'invalid resource handle'\n"
+API = "(ApiServer_7 pid=16) "
+HANDSHAKE = frames(
+    API,
+    ("vllm/v1/engine/async_llm.py", "__init__", "self.engine_core = EngineCoreClient.make_async_mp_client("),
+    ("vllm/v1/engine/core_client.py", "__init__", "super().__init__("),
+)
+RAISE_TIMEOUT = API + '    raise TimeoutError("Timed out waiting for engines to send"\n'
 CASES = {
+    "cut_traceback_raising_timeout": Case(HANDSHAKE + RAISE_TIMEOUT + "[...]\n", "timeout", False, "medium"),
+    # a deeper frame under the raise: the raise was not where the exception came from
+    "raise_above_a_deeper_frame": Case(
+        HANDSHAKE
+        + RAISE_TIMEOUT
+        + API
+        + '  File "/usr/lib/python3.12/selectors.py", line 9, in select\n'
+        + API
+        + "    fd_event_list = self._selector.poll(timeout)\n[...]\n",
+        "unknown",
+        False,
+    ),
+    # a re-raise names nothing
+    "cut_traceback_reraising": Case(HANDSHAKE + API + "    raise e\n[...]\n", "unknown", False),
+    "no_valid_attention_backend": Case(
+        "(EngineCore_DP0 pid=5) ERROR 04-10 09:12:40 [core.py:866] ValueError: No valid attention backend found for "
+        "cuda with AttentionSelectorConfig(head_size=64, dtype=torch.bfloat16, kv_cache_dtype=auto, block_size=16, "
+        "use_mla=False, has_sink=True). Reasons: {FLASH_ATTN: [sink setting not supported]}.\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "custom_allreduce_alone": Case(CUSTOM_AR, "network_communication", False, "high"),
+    "custom_allreduce_in_cudagraph_profiling": Case(
+        "INFO 03-02 10:00:01 [gpu_model_runner.py:4170] Profiling CUDA graph memory: PIECEWISE=2 (largest=2), "
+        "FULL=1 (largest=1)\n" + CUSTOM_AR.replace("143 'invalid resource handle'", "455 'invalid argument'"),
+        "cudagraph_capture",
+        False,
+        "medium",
+    ),
+    "ninja_failed_edge": Case(
+        "(Worker_TP1 pid=29) ERROR 06-09 01:15:22 [multiproc_executor.py:962] FAILED: [code=1] "
+        "/root/.cache/flashinfer/0.6.11/90a/cached_ops/sampling/sampling.so\n",
+        "environment",
+        False,
+        "high",
+    ),
+    # pytest's summary line is not a build edge
+    "pytest_failed_line": Case("FAILED tests/test_x.py::test_y - AssertionError\n", "unknown", False),
+    "python_logging_dashed_format": Case(
+        "2024-12-20 15:18:19 - vllm.executor.distributed_gpu_executor - INFO - # GPU blocks: 50231, # CPU blocks: "
+        "8192\n2024-12-23 18:28:10 - vllm.engine.metrics - INFO - Avg prompt throughput: 0.0 tokens/s, Avg generation "
+        "throughput: 45.7 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 3 reqs, GPU KV cache usage: 3.1%, CPU "
+        "KV cache usage: 0.0%.\n",
+        "healthy",
+        False,
+    ),
     "routes_listed": Case(ROUTES, "healthy", False, "medium"),
     "html_pasted_ready": Case(HTML_READY, "healthy", False, "medium"),
     "html_pasted_oom": Case(
@@ -40,6 +102,22 @@ def test_session10_class(name: str, tmp_path: Path) -> None:
     assert (verdict.phase, verdict.is_oom) == (case.phase, case.is_oom)
     if case.confidence:
         assert verdict.confidence == case.confidence
+    if name == "cut_traceback_raising_timeout":
+        assert "cut before its exception line" in verdict.confidence_reason
+        assert verdict.evidence[0].text.endswith('raise TimeoutError("Timed out waiting for engines to send"')
+
+
+@pytest.mark.parametrize(
+    ("line", "level", "source", "msg"),
+    [
+        ("2024-12-20 15:18:19,123 - vllm.worker.worker - ERROR - boom", "ERROR", "vllm.worker.worker", "boom"),
+        ("WARNING:vllm.engine.arg_utils:Chunked prefill is enabled", "WARNING", "vllm.engine.arg_utils", None),
+    ],
+)
+def test_python_logging_formats_are_headers(line: str, level: str, source: str, msg: str | None) -> None:
+    record = parse_line(line)
+    assert (record.level, record.src) == (level, source)
+    assert record.msg == (msg or line.split(":", 2)[2])
 
 
 def test_html_tags_are_peeled_and_entities_decoded() -> None:

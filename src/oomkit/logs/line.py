@@ -36,6 +36,14 @@ HEADER = re.compile(
 HEADER_NO_TS = re.compile(
     r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\[(?P<file>[^\s\]:]+)(?::(?P<lineno>\d+))?\]\s+(?P<msg>.*)$"
 )
+# Python logging's own formats, where an application configures logging for vLLM's loggers
+# (VLLM_CONFIGURE_LOGGING=0, LLaMA-Factory, FastChat, notebooks): the documented
+# "%(asctime)s - %(name)s - %(levelname)s - %(message)s" (the date is a wrapper stamp, peeled first) and
+# basicConfig's default "%(levelname)s:%(name)s:%(message)s".
+PY_DASHED = re.compile(
+    r"^(?:- )?(?P<name>[A-Za-z_][\w.]*) - (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?P<msg>.*)$"
+)
+PY_BASIC = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<name>[A-Za-z_][\w.]*):(?P<msg>.*)$")
 UVICORN = re.compile(r"^(?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+(?P<msg>.*)$")
 MAX_LINE_CHARS = 65536
 
@@ -129,6 +137,8 @@ def parse_line(raw: str, file: str = "-", line: int = 0) -> Record:
         level, msg = _norm_level(m.group("level")), m.group("msg")
         time = m.groupdict().get("ts")
         src = f"{m.group('file')}:{m.group('lineno') or ''}"
+    elif m := PY_DASHED.match(body) or PY_BASIC.match(body):
+        level, msg, src = m.group("level"), m.group("msg"), m.group("name")
     else:
         m = UVICORN.match(body)
         if m:

@@ -4,7 +4,7 @@ object serves a finished log (`analyse`) and a live one (`oomkit launch` follows
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from oomkit.logs import Record
 from oomkit.triage.facts import FactCollector
@@ -19,6 +19,7 @@ from oomkit.triage.frames import (
     ITERATION_WAIT_FRAME,
     PREFILL_FRAME,
     PREFILL_PATH,
+    RAISE_LINE,
     REPLY_WAIT_CALL,
     REPLY_WAIT_CALLER,
     RPC_CALL,
@@ -62,6 +63,7 @@ class Hit:
     prefill_hint: str | None
     pid: int | None = None
     count: int = 1
+    from_raise: bool = False  # read from the raising source line of a traceback cut before its exception line
 
 
 @dataclass
@@ -83,6 +85,8 @@ class State:
     engine_warm: Evidence | None = None  # graph capture finished / engine initialised: start-up's memory steps done
     wrapped_frame: tuple[str, int, int | None, str] | None = None  # file, line, pid, path: a frame cut by a line wrap
     batch: str | None = None  # "prefill"/"decode": the last failed step's batch, from V1's SchedulerOutput dump
+    raised: dict[int | None, Record] = field(default_factory=dict)  # pid: its innermost frame's raise, as the exception
+    raise_read: bool = False
 
 
 class Triage:
@@ -166,6 +170,7 @@ class Triage:
         frames = self.state.frames
         if TRACEBACK_HEADER in rec.msg:
             frames[rec.pid] = []
+            self.state.raised.pop(rec.pid, None)
             self.state.open_traceback = (Evidence(rec.file, rec.line, rec.text), rec.pid)
             return
         m = FRAME.search(rec.msg)
@@ -186,12 +191,16 @@ class Triage:
         elif (stack := frames.get(rec.pid)) and REPLY_WAIT_CALLER.search(stack[-1]) and REPLY_WAIT_CALL.search(rec.msg):
             # The executor's call of its reply wait: the frame it would push next, for an excerpt cut here.
             stack.append(f"{stack[-1].rsplit('::', 1)[0]}::get_response")
+        elif frames.get(rec.pid) and (raised := RAISE_LINE.match(rec.msg)):
+            message = f"{raised.group('exc')}: {raised.group('text')}"
+            self.state.raised[rec.pid] = replace(rec, msg=message)
 
     def _push_frame(self, rec: Record, pid: int | None, path: str, func: str) -> None:
         frames = self.state.frames
         if self.state.open_traceback is None and self.state.frames_only is None and pid not in frames:
             # Frames with no header before them: an excerpt that starts inside a traceback.
             self.state.frames_only = (Evidence(rec.file, rec.line, rec.text), pid)
+        self.state.raised.pop(pid, None)  # a deeper frame: the raise above it was not the innermost
         stack = frames.setdefault(pid, [])
         stack.append(f"{path}::{func}")
         del stack[:-MAX_FRAMES]
@@ -303,6 +312,7 @@ class Triage:
     def hits(self) -> list[Hit]:
         """Failures in order. A wrapper line ("WorkerProc hit an exception") comes before its
         traceback, so its frames are read now, at the end."""
+        self._read_cut_raise()
         hits = [self.state.hits[i] for i in self.state.order]
         # A wrapper printed before the traceback ("EngineCore encountered a fatal error") shares its frames with the
         # exception line under them: when that line is a worker's answer, the wait the frames end in did not time out.
@@ -315,6 +325,26 @@ class Triage:
                     h.prefill_hint = h.prefill_hint or self._prefill_hint(h.pid, "")
         cut = self._cut_traceback(hits)
         return hits + [cut] if cut else hits
+
+    def _read_cut_raise(self) -> None:
+        """A traceback cut before its exception line whose innermost frame raises with a literal message: the
+        failure rules read that message as the exception line (once, when nothing else failed)."""
+        st = self.state
+        cut = st.open_traceback or st.frames_only
+        if cut is None or st.raise_read or st.shutdown is not None or (record := st.raised.get(cut[1])) is None:
+            return
+        st.raise_read = True
+        if any(h.rule.cls != "pressure" for h in st.hits.values()):
+            return
+        before = set(st.hits)
+        self._failures(record)
+        for rule_id in [rid for rid in st.hits if rid not in before]:
+            hit = st.hits[rule_id]
+            if hit.rule.rank < 50 or hit.rule.cls in ("exception", "wrapper"):  # a class name says nothing
+                del st.hits[rule_id]
+                st.order.remove(rule_id)
+            else:
+                hit.from_raise = True
 
     def _cut_traceback(self, hits: list[Hit]) -> Hit | None:
         """The log ends inside a traceback and nothing else failed: the frames are all there is."""

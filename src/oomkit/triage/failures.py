@@ -16,6 +16,9 @@ FAILURES: tuple[Failure, ...] = (
             r"NCCL error|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclRemoteError|ncclInvalidUsage|NCCL WARN|DistBackendError|DistNetworkError|Watchdog caught collective operation timeout|Gloo connectFullMesh failed|mlx5dv_reg_dmabuf_mr|ibv_(?:reg_mr|create_qp|modify_qp)|Failed to load NCCL library|The client socket has (?:failed to connect|timed out)|TCPStore.*(?:timed out|refused)|DistStoreError|Timed out waiting \d+ms for (?:send|recv) operation|Connection closed by peer \[\d|waiting for clients\. \d+/\d+ clients joined"
             # rdma-core's mlx5 provider on a work completion with an error status (an InfiniBand/RoCE transfer failed)
             r"|mlx5: [\w.-]+: got completion with error"
+            # vLLM's custom/quick all-reduce kernels (csrc/custom_all_reduce.cuh, quickreduce): CUDACHECK prints
+            # "Failed: Cuda error FILE:LINE 'text'" and exits; their IPC buffers fail across nodes or without P2P
+            r"|Cuda error \S*(?:custom_all_reduce|quick_?reduce|quick_all_reduce)\S*:\d+ '"
         ),
         "network",
         "network_communication",
@@ -25,7 +28,8 @@ FAILURES: tuple[Failure, ...] = (
         "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1, unhandled system error",
         f"{V} §3 E-NCCL/E-NCCLWD; recipe note on mlx5dv_reg_dmabuf_mr; PyTorch c10d TCPStore server "
         "('Timed out after N seconds waiting for clients. M/W clients joined.')"
-        "; rdma-core providers/mlx5 ('mlx5: HOST: got completion with error:')",
+        "; rdma-core providers/mlx5 ('mlx5: HOST: got completion with error:'); vLLM csrc/custom_all_reduce.cuh "
+        "CUDACHECK ('Failed: Cuda error %s:%d '%s'')",
         excludes=("E-CPUALLOC",),
     ),  # "ibv_reg_mr failed: Cannot allocate memory" is pinned memory (memlock), not host RAM
     Failure(
@@ -77,6 +81,7 @@ FAILURES: tuple[Failure, ...] = (
         rx(
             r"Selected (?:MLA prefill )?backend \S+ is not valid for this configuration|not supported with VLLM_ATTENTION_BACKEND"
             r"|No operator found for `memory_efficient_attention|xFormers wasn't build with CUDA support"
+            r"|No valid attention backend found for"
         ),
         "environment",
         "environment",
@@ -87,13 +92,16 @@ FAILURES: tuple[Failure, ...] = (
         "ValueError: Selected backend AttentionBackendEnum.FLASHINFER is not valid for this configuration. "
         "Reason: ['attention sinks not supported']",
         "vllm/platforms/cuda.py and rocm.py (get_attn_backend_cls); vllm/engine/arg_utils.py (_raise_or_fallback: "
-        "'VLLM_USE_V1=1 is not supported with'); xformers' dispatcher ('No operator found for')",
+        "'VLLM_USE_V1=1 is not supported with'; 'No valid attention backend found for', when no backend is "
+        "left after the selector's checks); xformers' dispatcher ('No operator found for')",
     ),
     Failure(
         "E-JITBUILD",
         rx(
             r"cannot find -l\w+|ld returned \d+ exit status|Error building extension '"
             r"|CalledProcessError: Command '\['ninja'|symbol not found in flat namespace"
+            # ninja's line for a failed build edge ("FAILED: [code=1] out.so" since ninja 1.12): a JIT build
+            r"|^FAILED: (?:\[code=\d+\] )?\S+\.(?:so|o|pyd|dylib)\b"
         ),
         "environment",
         "environment",
@@ -104,8 +112,8 @@ FAILURES: tuple[Failure, ...] = (
         "or installation",
         "/usr/bin/ld: cannot find -lcuda: No such file or directory",
         "GNU ld/collect2 ('cannot find -lX', 'ld returned 1 exit status'); torch/utils/cpp_extension.py "
-        "('Error building extension'); FlashInfer's JIT (ninja via subprocess); macOS dyld ('symbol not found "
-        "in flat namespace')",
+        "('Error building extension'); FlashInfer's JIT (ninja via subprocess; ninja's 'FAILED: ' line for the "
+        "edge that failed); macOS dyld ('symbol not found in flat namespace')",
     ),
     Failure(
         "E-SIGILL",

@@ -34,6 +34,12 @@ RPC_CALL = rx(r"\b(?:collective_rpc|_run_workers)\(\s*[\"'](?P<method>\w+)[\"']"
 # `result = get_response(w, dequeue_timeout)` in `collective_rpc`, 0.8.5-0.10; `aggregate(get_response())` and
 # `future._wait_for_response()`, 0.11-0.34): an excerpt cut there stands where the wait's frame would, and is read
 # as that frame (a timeout unless the worker's answer, "Worker failed with error", is the failure line).
+# A frame's source line that raises a new exception with its message as a literal ('raise TimeoutError("Timed out
+# waiting for engines to send"'): when the log is cut before the exception line, that source line is the one place
+# the exception and its message show. Only a class named like an exception, called with a string literal.
+RAISE_LINE = rx(
+    r"""^raise (?P<exc>[A-Z]\w*(?:Error|Exception|Timeout|Exit))\(\s*[frbFRB]{0,2}(?P<q>["'])(?P<text>[^"']+)"""
+)
 REPLY_WAIT_CALL = rx(r"\b(?:get_response|_?wait_for_response)\(")
 REPLY_WAIT_CALLER = rx(r"multiproc_executor\.py::")
 # The failure line of a worker's answer to that RPC: the wait ended with the worker's error, not a timeout.

@@ -9,23 +9,9 @@ from oomkit.triage.engine import Hit, Triage
 from oomkit.triage.markers import WORKER_START
 from oomkit.triage.model import DecidedBy, FigureValue, Verdict
 from oomkit.triage.quiet import no_failure_verdict, pressure_verdict
-from oomkit.triage.rules import PHASES, rx
+from oomkit.triage.rules import PHASES
+from oomkit.triage.verdict_explicit import explicit
 from oomkit.triage.verdict_make import Conclusion, make_verdict, wrapper_hits
-
-# PyTorch's NCCL watchdog aborts a collective that ran past its timeout (ProcessGroupNCCL::WorkNCCL::checkTimeout),
-# and a point-to-point wait gives up the same way: a rank that never joined the collective (a hung or desynchronised
-# rank) reads exactly as a stalled link, so the message places the failure in the network only as the likelier cause.
-COLLECTIVE_TIMEOUT = rx(
-    r"Watchdog caught collective operation timeout|Timed out waiting \d+ms for (?:send|recv) operation"
-)
-COLLECTIVE_TIMEOUT_WHY = (
-    "explicit E-NCCL line, a collective that timed out: a hung rank that never joined it reads the same as a "
-    "stalled link"
-)
-# V1 compiles the model on its first forward pass, the profiling run's dummy batch (vllm/compilation/backends.py
-# "Compiling a graph for dynamic shape"), and recompiles while serving only for a shape it has not seen: an unplaced
-# compile error says what failed, not where.
-COMPILE_WHY = "explicit E-COMPILE line; nothing places it, and vLLM compiles during start-up's profiling run"
 
 
 def decide(t: Triage) -> Verdict:
@@ -57,14 +43,8 @@ def decide(t: Triage) -> Verdict:
 
 def _from_hit(t: Triage, hit: Hit, hits: list[Hit]) -> Verdict:
     rule = hit.rule
-    phase, confidence, reason = rule.phase, "high", f"explicit {rule.id} line"
-    decided: DecidedBy = "template"
-    if rule.cls == "stall":  # nothing failed yet: the log ends while it waits
-        confidence, reason = "medium", f"the log ends in the wait {rule.id} names, with no later start-up line"
-    elif rule.id == "E-NCCL" and COLLECTIVE_TIMEOUT.search(hit.evidence.text):
-        confidence, reason = "medium", COLLECTIVE_TIMEOUT_WHY
-    elif rule.id == "E-COMPILE" and not hit.after_ready:
-        confidence, reason = "medium", COMPILE_WHY
+    phase, confidence, reason = explicit(hit)
+    decided: DecidedBy = "template" if phase == rule.phase else decided_by(hit)
     if phase is None:
         phase, confidence, reason = _context_phase(hit, t.facts.figures, _in_sampler(t, hit), _budget(t))
         decided = decided_by(hit)

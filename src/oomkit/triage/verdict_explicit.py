@@ -1,0 +1,55 @@
+"""How sure an explicit failure line is, and where it lands when the line alone would misplace it: a wait that
+may still end, a collective that timed out, a compile error nothing places, a custom all-reduce that failed while
+CUDA graphs were captured."""
+
+from __future__ import annotations
+
+from oomkit.triage.engine import Hit
+from oomkit.triage.rules import rx
+
+# PyTorch's NCCL watchdog aborts a collective that ran past its timeout (ProcessGroupNCCL::WorkNCCL::checkTimeout),
+# and a point-to-point wait gives up the same way: a rank that never joined the collective (a hung or desynchronised
+# rank) reads exactly as a stalled link, so the message places the failure in the network only as the likelier cause.
+COLLECTIVE_TIMEOUT = rx(
+    r"Watchdog caught collective operation timeout|Timed out waiting \d+ms for (?:send|recv) operation"
+)
+COLLECTIVE_TIMEOUT_WHY = (
+    "explicit E-NCCL line, a collective that timed out: a hung rank that never joined it reads the same as a "
+    "stalled link"
+)
+# V1 compiles the model on its first forward pass, the profiling run's dummy batch (vllm/compilation/backends.py
+# "Compiling a graph for dynamic shape"), and recompiles while serving only for a shape it has not seen: an unplaced
+# compile error says what failed, not where.
+COMPILE_WHY = "explicit E-COMPILE line; nothing places it, and vLLM compiles during start-up's profiling run"
+# vLLM's custom all-reduce opens its IPC buffers when the distributed group starts, then registers the buffers of
+# every captured graph (CustomAllreduce.capture -> register_graph_buffers,
+# vllm/distributed/device_communicators/custom_all_reduce.py). Its CUDACHECK failing once start-up has reached
+# graph capture, or the profiling pass (which captures graphs to measure them since CUDA-graph memory profiling),
+# is the capture failing (e.g. expandable segments' VMM buffers refused by cudaIpcGetMemHandle), not the link.
+CUSTOM_ALLREDUCE = rx(r"Cuda error \S*(?:custom_all_reduce|quick_?reduce|quick_all_reduce)\S*:\d+ '")
+CAPTURING = ("cudagraph_capture", "memory_profiling")
+CUSTOM_ALLREDUCE_WHY = (
+    "explicit custom all-reduce error once start-up captures graphs (capture or CUDA-graph memory profiling): "
+    "registering the captured graphs' buffers failed"
+)
+
+
+def explicit(hit: Hit) -> tuple[str | None, str, str]:
+    """The phase (None: place it by context), confidence and reason of an explicit failure line."""
+    rule = hit.rule
+    if hit.from_raise:
+        return (
+            rule.phase,
+            "medium",
+            f"the traceback is cut before its exception line; its innermost frame raises {rule.id}'s error",
+        )
+    if rule.cls == "stall":  # nothing failed yet: the log ends while it waits
+        return rule.phase, "medium", f"the log ends in the wait {rule.id} names, with no later start-up line"
+    if rule.id == "E-NCCL" and CUSTOM_ALLREDUCE.search(hit.evidence.text):
+        if hit.context_phase in CAPTURING and hit.context_source in ("frames", "markers"):
+            return "cudagraph_capture", "medium", CUSTOM_ALLREDUCE_WHY
+    if rule.id == "E-NCCL" and COLLECTIVE_TIMEOUT.search(hit.evidence.text):
+        return rule.phase, "medium", COLLECTIVE_TIMEOUT_WHY
+    if rule.id == "E-COMPILE" and not hit.after_ready:
+        return rule.phase, "medium", COMPILE_WHY
+    return rule.phase, "high", f"explicit {rule.id} line"
