@@ -8,7 +8,8 @@ backend (vllm/platforms/cuda.py, rocm.py get_attn_backend_cls); vLLM's custom al
 whose buffers it registers; ninja's line for a failed build edge (a JIT build: FlashInfer, Triton, torch extensions).
 And a traceback cut before its exception line whose innermost frame's source line raises with a literal message
 (CPython prints each frame's source line): that message is the exception's (vllm/v1/engine/core_client.py
-`raise TimeoutError("Timed out waiting for engines to send"`)."""
+`raise TimeoutError("Timed out waiting for engines to send"`). And frames of the user's own script (not vLLM, a
+plugin or an installed package) name no vLLM step: an application's `load_model` around vLLM's Ray set-up."""
 
 from pathlib import Path
 
@@ -34,7 +35,24 @@ HANDSHAKE = frames(
     ("vllm/v1/engine/core_client.py", "__init__", "super().__init__("),
 )
 RAISE_TIMEOUT = API + '    raise TimeoutError("Timed out waiting for engines to send"\n'
+APP_FRAME = (
+    '  File "/home/me/demo/web_demo.py", line 127, in load_model\n    llm = AsyncLLMEngine.from_engine_args(args)\n'
+)
+RAY_SETUP = frames(
+    "",
+    ("vllm/engine/async_llm_engine.py", "_get_executor_cls", "initialize_ray_cluster(engine_config.parallel_config)"),
+    ("vllm/executor/ray_utils.py", "initialize_ray_cluster", "raise ValueError("),
+).replace("Traceback (most recent call last):\n", "")
 CASES = {
+    "app_load_model_around_ray_setup": Case(
+        "Traceback (most recent call last):\n"
+        + APP_FRAME
+        + RAY_SETUP
+        + "ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement "
+        "group.\n",
+        "network_communication",
+        False,
+    ),
     "cut_traceback_raising_timeout": Case(HANDSHAKE + RAISE_TIMEOUT + "[...]\n", "timeout", False, "medium"),
     # a deeper frame under the raise: the raise was not where the exception came from
     "raise_above_a_deeper_frame": Case(

@@ -21,7 +21,8 @@ def stack_phase(stack: list[str], memory: bool = False, answered: bool = False) 
         return "environment"  # a backend refused the GPU or settings, or a kernel's JIT build failed
     if stack and REPLY_WAIT_FRAME.search(stack[-1]) and not (memory or answered):
         return "timeout"  # it ends waiting for a worker that never answered
-    startup = [p for f in stack for pat, p in FRAME_PHASES if pat.search(f.rsplit("::", 1)[-1]) or pat.search(f)]
+    named = [f for f in stack if library_frame(f)]
+    startup = [p for f in named for pat, p in FRAME_PHASES if pat.search(f.rsplit("::", 1)[-1]) or pat.search(f)]
     if not startup and (
         shared := [p for f in stack for pat, p in SHARED_STARTUP_FRAMES if pat.search(f.rsplit("::", 1)[-1])]
     ):
@@ -45,6 +46,16 @@ def stack_phase(stack: list[str], memory: bool = False, answered: bool = False) 
         # step: with no caller in the stack, its frames place nothing; markers or other processes' frames may.
         return None
     return source_frames_phase(stack)
+
+
+def library_frame(frame: str) -> bool:
+    """A frame of vLLM, a vLLM plugin (vllm_ascend, vllm-omni) or an installed package, or one the engine names
+    itself (`worker::init_device`, `rpc::load_model`), not of the user's own script: an application's
+    `load_model` wraps whichever vLLM step failed, and names none."""
+    path = frame.rsplit("::", 1)[0].lower()
+    if "/" not in path and "\\" not in path:
+        return True
+    return "vllm" in path or "site-packages" in path or "dist-packages" in path or "/lib/python" in path
 
 
 def sampler_only(stack: list[str]) -> bool:
