@@ -9,7 +9,9 @@ whose buffers it registers; ninja's line for a failed build edge (a JIT build: F
 And a traceback cut before its exception line whose innermost frame's source line raises with a literal message
 (CPython prints each frame's source line): that message is the exception's (vllm/v1/engine/core_client.py
 `raise TimeoutError("Timed out waiting for engines to send"`). And frames of the user's own script (not vLLM, a
-plugin or an installed package) name no vLLM step: an application's `load_model` around vLLM's Ray set-up."""
+plugin or an installed package) name no vLLM step: an application's `load_model` around vLLM's Ray set-up. A
+frame's executing source line that calls a start-up step (`self.model_runner._dummy_sampler_run(`) names the next
+frame's step when the traceback is cut before it."""
 
 from pathlib import Path
 
@@ -43,7 +45,18 @@ RAY_SETUP = frames(
     ("vllm/engine/async_llm_engine.py", "_get_executor_cls", "initialize_ray_cluster(engine_config.parallel_config)"),
     ("vllm/executor/ray_utils.py", "initialize_ray_cluster", "raise ValueError("),
 ).replace("Traceback (most recent call last):\n", "")
+CORE = "(EngineCore_DP0 pid=270) ERROR 11-19 12:16:36 [core.py:842] "
 CASES = {
+    "cut_after_a_call_of_the_sampler_warmup": Case(
+        frames(
+            CORE,
+            ("vllm/v1/engine/core.py", "_initialize_kv_caches", "self.model_executor.initialize_from_config(configs)"),
+            ("vllm/v1/worker/gpu_worker.py", "compile_or_warm_up_model", "self.model_runner._dummy_sampler_run("),
+        )
+        + "[...]\n",
+        "memory_profiling",
+        False,
+    ),
     "app_load_model_around_ray_setup": Case(
         "Traceback (most recent call last):\n"
         + APP_FRAME

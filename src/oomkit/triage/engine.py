@@ -24,6 +24,7 @@ from oomkit.triage.frames import (
     REPLY_WAIT_CALLER,
     RPC_CALL,
     SERVING_MESSAGE,
+    STEP_CALL,
     WORKER_ANSWERED,
     batch_step_kind,
     is_serving_frame,
@@ -191,6 +192,8 @@ class Triage:
         elif (stack := frames.get(rec.pid)) and REPLY_WAIT_CALLER.search(stack[-1]) and REPLY_WAIT_CALL.search(rec.msg):
             # The executor's call of its reply wait: the frame it would push next, for an excerpt cut here.
             stack.append(f"{stack[-1].rsplit('::', 1)[0]}::get_response")
+        elif frames.get(rec.pid) and (step := STEP_CALL.search(rec.msg)):
+            frames[rec.pid].append(f"call::{step.group('func')}")  # the next frame's step, for a cut traceback
         elif frames.get(rec.pid) and (raised := RAISE_LINE.match(rec.msg)):
             message = f"{raised.group('exc')}: {raised.group('text')}"
             self.state.raised[rec.pid] = replace(rec, msg=message)

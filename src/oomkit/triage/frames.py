@@ -34,16 +34,24 @@ RPC_CALL = rx(r"\b(?:collective_rpc|_run_workers)\(\s*[\"'](?P<method>\w+)[\"']"
 # `result = get_response(w, dequeue_timeout)` in `collective_rpc`, 0.8.5-0.10; `aggregate(get_response())` and
 # `future._wait_for_response()`, 0.11-0.34): an excerpt cut there stands where the wait's frame would, and is read
 # as that frame (a timeout unless the worker's answer, "Worker failed with error", is the failure line).
+REPLY_WAIT_CALL = rx(r"\b(?:get_response|_?wait_for_response)\(")
+REPLY_WAIT_CALLER = rx(r"multiproc_executor\.py::")
+# The failure line of a worker's answer to that RPC: the wait ended with the worker's error, not a timeout.
+WORKER_ANSWERED = rx(r"Worker failed with error")
 # A frame's source line that raises a new exception with its message as a literal ('raise TimeoutError("Timed out
 # waiting for engines to send"'): when the log is cut before the exception line, that source line is the one place
 # the exception and its message show. Only a class named like an exception, called with a string literal.
 RAISE_LINE = rx(
     r"""^raise (?P<exc>[A-Z]\w*(?:Error|Exception|Timeout|Exit))\(\s*[frbFRB]{0,2}(?P<q>["'])(?P<text>[^"']+)"""
 )
-REPLY_WAIT_CALL = rx(r"\b(?:get_response|_?wait_for_response)\(")
-REPLY_WAIT_CALLER = rx(r"multiproc_executor\.py::")
-# The failure line of a worker's answer to that RPC: the wait ended with the worker's error, not a timeout.
-WORKER_ANSWERED = rx(r"Worker failed with error")
+# The source line under a frame that calls a start-up step directly (`self.model_runner._dummy_sampler_run(`,
+# `self.model_runner.capture_model()`): CPython prints each frame's executing line, which is the call into the next
+# frame, so a traceback cut (or hard-wrapped) before that frame still names the step.
+STEP_CALL = rx(
+    r"\.(?P<func>_dummy_sampler_run|_dummy_pooler_run|capture_model|profile_run|determine_available_memory"
+    r"|determine_num_available_blocks|initialize_kv_cache|initialize_from_config|compile_or_warm_up_model"
+    r"|load_model|load_weights|init_device)\("
+)
 # V0's engine loop waiting for a step (async_llm_engine.py `run_engine_loop` -> `asyncio.wait`, under
 # asyncio_timeout(ENGINE_ITERATION_TIMEOUT_S)): a CancelledError there is the iteration timeout's cancel.
 ITERATION_WAIT_FRAME = rx(r"engine/async_llm_engine\.py::run_engine_loop$")

@@ -40,6 +40,7 @@ def rule_patterns() -> list[tuple[str, re.Pattern[str]]]:
         ("RPC_CALL", frames.RPC_CALL),
         ("REPLY_WAIT_CALL", frames.REPLY_WAIT_CALL),
         ("RAISE_LINE", frames.RAISE_LINE),
+        ("STEP_CALL", frames.STEP_CALL),
         ("BATCH", frames.BATCH),
         ("TRACEBACK", re.compile(re.escape("Traceback (most recent call last)"))),
         ("SERVING_MESSAGE", frames.SERVING_MESSAGE),
