@@ -11,7 +11,10 @@ And a traceback cut before its exception line whose innermost frame's source lin
 `raise TimeoutError("Timed out waiting for engines to send"`). And frames of the user's own script (not vLLM, a
 plugin or an installed package) name no vLLM step: an application's `load_model` around vLLM's Ray set-up. A
 frame's executing source line that calls a start-up step (`self.model_runner._dummy_sampler_run(`) names the next
-frame's step when the traceback is cut before it."""
+frame's step when the traceback is cut before it. Speculative decoding's periodic metrics (vllm/v1/spec_decode/metrics.py)
+print only while requests run; the capture progress bar names what it captures in newer vLLM ("Capturing prefill
+CUDA graphs", v1/worker/gpu/spec_decode/*/speculator.py); a native abort (glibc's assert(), abseil's signal handler
+that Ray installs, CPython's faulthandler) is a crash, not memory."""
 
 from pathlib import Path
 
@@ -47,6 +50,36 @@ RAY_SETUP = frames(
 ).replace("Traceback (most recent call last):\n", "")
 CORE = "(EngineCore_DP0 pid=270) ERROR 11-19 12:16:36 [core.py:842] "
 CASES = {
+    "spec_decode_metrics_only": Case(
+        "(APIServer pid=1) INFO 05-01 14:24:50 [metrics.py:101] SpecDecoding metrics: Mean acceptance length: 2.37, "
+        "Accepted throughput: 8.90 tokens/s, Drafted throughput: 97.50 tokens/s, Accepted: 89 tokens, Drafted: 975 "
+        "tokens\n",
+        "healthy",
+        False,
+        "medium",
+    ),
+    "crash_in_named_capture_bar": Case(
+        "Capturing prefill CUDA graphs (FULL):   0%|          | 0/48 [00:00<?, ?it/s]\n"
+        "(EngineCore pid=83108) ERROR 07-21 00:00:54 [core.py:1330] EngineCore failed to start.\n"
+        "(EngineCore pid=83108) ERROR 07-21 00:00:54 [core.py:1330] RuntimeError: Error in function "
+        "'trtllm_paged_attention_decode'\n",
+        "cudagraph_capture",
+        False,
+    ),
+    "glibc_assertion": Case(
+        "python3: /project/lib/Analysis/Allocation.cpp:40: getCvtOrder: Assertion `!(srcMmaLayout && dstMmaLayout)' "
+        "failed.\n",
+        "not_oom_other",
+        False,
+    ),
+    "abseil_sigabrt": Case(
+        "[2024-04-09 11:01:46,817 E 19542 19712] logging.cc:361: *** SIGABRT received at time=1712674906 on cpu 3 ***\n",
+        "not_oom_other",
+        False,
+    ),
+    "sigill_stays_environment": Case(
+        "*** SIGILL received at time=1712674906 on cpu 3 ***\nIllegal instruction (core dumped)\n", "environment", False
+    ),
     "cut_after_a_call_of_the_sampler_warmup": Case(
         frames(
             CORE,

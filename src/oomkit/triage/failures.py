@@ -231,6 +231,8 @@ FAILURES: tuple[Failure, ...] = (
         "E-ILLEGAL",
         rx(
             r"illegal memory access|device-side assert(?:ion)? triggered|misaligned address|CUBLAS_STATUS_EXECUTION_FAILED|Segmentation fault|core dumped|unspecified launch failure"
+            # a native abort: glibc's assert(), abseil's signal handler (Ray's "*** SIGABRT received at time="), faulthandler
+            r"|Assertion `.+' failed\.|\*\*\* SIG(?:ABRT|SEGV|BUS|FPE) received at time=|Fatal Python error: (?:Aborted|Segmentation fault|Bus error)"
         ),
         "crash",
         "not_oom_other",
@@ -238,7 +240,8 @@ FAILURES: tuple[Failure, ...] = (
         68,
         "a kernel crashed (illegal memory access/assert/segfault): a bug or bad build, not a lack of memory",
         "RuntimeError: CUDA error: an illegal memory access was encountered",
-        "CUDA runtime error texts; hard negative of the method",
+        "CUDA runtime error texts; hard negative of the method; glibc assert/assert.c; abseil "
+        "failure_signal_handler.cc (via Ray); CPython faulthandler",
     ),
     Failure(
         "E-PROFASSERT",

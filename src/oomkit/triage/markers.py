@@ -171,11 +171,13 @@ MARKERS: tuple[Marker, ...] = (
     Marker(
         "R-CAPTURE",
         rx(
-            r"(?:^Compile and warming up model for size|Capturing CUDA graphs?|^Capturing (?:cudagraphs|the model for CUDA graphs)|^Graph capturing finished in|^CUDA graph pool memory:|^Free memory on device \([\d.]+/[\d.]+ GiB\) on startup\. Desired)"
+            r"(?:^Compile and warming up model for size|Capturing (?:[\w%-]+ ){0,3}CUDA graphs?|^Capturing (?:cudagraphs|the model for CUDA graphs)|^Graph capturing finished in|^CUDA graph pool memory:|^Free memory on device \([\d.]+/[\d.]+ GiB\) on startup\. Desired)"
         ),
         "cudagraph_capture",
         "cudagraph_capture",
         "Graph capturing finished in 12 secs, took 0.87 GiB",
+        # the progress bar's desc names what it captures in newer vLLM: "Capturing prefill CUDA graphs", "Capturing
+        # decode CUDA graphs", "Capturing multi-module MTP CUDA graphs" (v1/worker/gpu/spec_decode/*/speculator.py)
         f"{V} §2.3 R-WARMSIZE/R-CAPBAR/R-CAPDONE/R-BREAKDOWN",
     ),
     Marker(
@@ -199,12 +201,15 @@ MARKERS: tuple[Marker, ...] = (
     Marker(
         "R-SERVE",
         rx(
-            r"^(?:(?:Engine \d{3}|\d+ Engines Aggregated): Avg prompt throughput|Avg prompt throughput: [\d.]+ tokens/s|Added request|Received request)"
+            r"^(?:(?:Engine \d{3}|\d+ Engines Aggregated): Avg prompt throughput|Avg prompt throughput: [\d.]+ tokens/s|Added request|Received request"
+            # speculative decoding's periodic metrics, printed only while requests run: V1 vllm/v1/spec_decode/metrics.py
+            # ("SpecDecoding metrics: "), V0 vllm/engine/metrics.py ("Speculative metrics: ")
+            r"|SpecDecoding metrics: |Speculative metrics: )"
         ),
         "serving",
         "serving",
         "Engine 000: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%",
-        f"{V} §2.3 R-STATS-HEAD",
+        f"{V} §2.3 R-STATS-HEAD; vllm/v1/spec_decode/metrics.py SpecDecodingLogging.log; V0 vllm/engine/metrics.py",
     ),
 )
 
