@@ -14,7 +14,10 @@ frame's executing source line that calls a start-up step (`self.model_runner._du
 frame's step when the traceback is cut before it. Speculative decoding's periodic metrics (vllm/v1/spec_decode/metrics.py)
 print only while requests run; the capture progress bar names what it captures in newer vLLM ("Capturing prefill
 CUDA graphs", v1/worker/gpu/spec_decode/*/speculator.py); a native abort (glibc's assert(), abseil's signal handler
-that Ray installs, CPython's faulthandler) is a crash, not memory."""
+that Ray installs, CPython's faulthandler) is a crash, not memory. A kernel or backend that refuses the GPU's
+architecture ("Sinks are only supported in FlashAttention 3", "only supported on Hopper devices", DeepGEMM's
+"Unsupported architecture") is the environment; a library's fallback warning ("on an unsupported architecture!
+Overriding") is not a failure."""
 
 from pathlib import Path
 
@@ -31,6 +34,9 @@ ROUTES = (
 HTML_PREFIX = '<font color="#2AA1B3"><b>(APIServer pid=128291)</b></font> '
 HTML_READY = (
     HTML_PREFIX + "INFO 11-11 12:22:01 [api_server.py:1912] Starting vLLM API server 0 on http://0.0.0.0:8000\n"
+)
+READY_LINE = (
+    "(APIServer pid=7) INFO 11-04 12:20:01 [api_server.py:1520] Starting vLLM API server 0 on http://0.0.0.0:8000\n"
 )
 CUSTOM_AR = "Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:143 'invalid resource handle'\n"
 API = "(ApiServer_7 pid=16) "
@@ -50,6 +56,20 @@ RAY_SETUP = frames(
 ).replace("Traceback (most recent call last):\n", "")
 CORE = "(EngineCore_DP0 pid=270) ERROR 11-19 12:16:36 [core.py:842] "
 CASES = {
+    "sinks_only_in_fa3": Case("AssertionError: Sinks are only supported in FlashAttention 3\n", "environment", False),
+    "deepgemm_unsupported_architecture": Case(
+        "(Worker_TP2 pid=100746) ERROR 04-27 23:40:50 [multiproc_executor.py:962] RuntimeError: Assertion error "
+        "(/workspace/.deps/deepgemm-src/csrc/apis/hyperconnection.hpp:56): Unsupported architecture\n",
+        "environment",
+        False,
+    ),
+    "hipblaslt_fallback_warning": Case(
+        READY_LINE
+        + "/x/vllm/model_executor/layers/vocab_parallel_embedding.py:41: UserWarning: Attempting to use hipBLASLt on "
+        "an unsupported architecture! Overriding blas backend to hipblas\n",
+        "healthy",
+        False,
+    ),
     "spec_decode_metrics_only": Case(
         "(APIServer pid=1) INFO 05-01 14:24:50 [metrics.py:101] SpecDecoding metrics: Mean acceptance length: 2.37, "
         "Accepted throughput: 8.90 tokens/s, Drafted throughput: 97.50 tokens/s, Accepted: 89 tokens, Drafted: 975 "
@@ -200,3 +220,9 @@ def test_html_tags_are_peeled_and_entities_decoded() -> None:
 )
 def test_text_without_formatting_tags_is_unchanged(line: str) -> None:
     assert clean(line) == line
+
+
+def test_an_indented_paste_keeps_its_header() -> None:
+    """A log quoted with an indent (a list item or a code block inside one) has vLLM's header after the spaces."""
+    record = parse_line("        (APIServer pid=5496) DEBUG 06-04 12:45:33 [v1/metrics/loggers.py:259] Engine 000: x")
+    assert (record.pid, record.level, record.msg) == (5496, "DEBUG", "Engine 000: x")

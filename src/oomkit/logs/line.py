@@ -123,7 +123,7 @@ def parse_line(raw: str, file: str = "-", line: int = 0) -> Record:
     if m:
         repeat = int(m.group("n"))
         text = text[: m.start()]
-    body, proc, pid = text, None, None
+    body, proc, pid = text.lstrip(), None, None  # a quoted or indented paste: the header is after the indent
     for _ in range(2):  # ≥0.34 Ray lines can carry two prefixes; ≥0.32 the prefix may follow a VLLM_LOGGING_PREFIX
         m = PREFIX.match(body)
         if not m:

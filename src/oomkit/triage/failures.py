@@ -41,6 +41,8 @@ FAILURES: tuple[Failure, ...] = (
             r"|CUDA driver is a stub library|system has unsupported display driver|PTX was compiled with an unsupported toolchain"
             r"|Found no NVIDIA driver on your system|CUDA unknown error - this may be due to an incorrectly set up environment"
             r"|CUDA call failed lazily at initialization|Failed to find C compiler|Python\.h: No such file"
+            r"|only supported (?:on|in|by) (?:Hopper|Blackwell|Ampere|Ada|SM ?\d+|sm_?\d+|FlashAttention ?\d|FA ?\d|CUDA\b|ROCm|XPU)"
+            r"|not supported on the current device|Unsupported (?:GPU |CUDA |SM )?architecture\b"
         ),
         "environment",
         "environment",
@@ -54,7 +56,9 @@ FAILURES: tuple[Failure, ...] = (
         "cudaGetErrorString() of cudaErrorNoDevice, DevicesUnavailable, InvalidDevice, StubLibrary, "
         "SystemDriverMismatch, UnsupportedPtxVersion; torch/cuda/__init__.py _lazy_init (no driver, "
         "DeferredCudaCallError), c10/cuda/CUDAFunctions.cpp (CUDA unknown error); triton/runtime/build.py (no C "
-        "compiler; gcc without Python's headers builds triton's launcher)",
+        "compiler; gcc without Python's headers builds triton's launcher); vLLM's kernel and backend checks "
+        "('Sinks are only supported in FlashAttention 3', 'only supported on Hopper devices', 'only supported on SM75+'), "
+        "kernel libraries' 'Unsupported architecture' (DeepGEMM)",
     ),
     Failure(
         "E-MODELCFG",
