@@ -17,7 +17,11 @@ CUDA graphs", v1/worker/gpu/spec_decode/*/speculator.py); a native abort (glibc'
 that Ray installs, CPython's faulthandler) is a crash, not memory. A kernel or backend that refuses the GPU's
 architecture ("Sinks are only supported in FlashAttention 3", "only supported on Hopper devices", DeepGEMM's
 "Unsupported architecture") is the environment; a library's fallback warning ("on an unsupported architecture!
-Overriding") is not a failure."""
+Overriding") is not a failure. vLLM's NCCL wrapper failing to load the library (pynccl_wrapper.py "Failed to load
+NCCL library from") is the installation, not the link; CUDA initialised before a fork (torch/cuda/__init__.py
+_lazy_init, "Cannot re-initialize CUDA in forked subprocess") is the environment. The start-up free-memory check in
+its shorter wording (vLLM 0.19-0.28: "Free memory on cuda:0 (38.74/121.63 GiB) < desired utilization (0.35, 42.57
+GiB)") is the same check as "... on startup is less than desired GPU memory utilization"."""
 
 from pathlib import Path
 
@@ -56,6 +60,27 @@ RAY_SETUP = frames(
 ).replace("Traceback (most recent call last):\n", "")
 CORE = "(EngineCore_DP0 pid=270) ERROR 11-19 12:16:36 [core.py:842] "
 CASES = {
+    "startup_free_memory_short_wording": Case(
+        "ValueError: Free memory on cuda:0 (38.74/121.63 GiB) < desired utilization (0.35, 42.57 GiB)\n",
+        "environment",
+        True,
+        "high",
+    ),
+    "startup_free_memory_shortest_wording": Case(
+        "ValueError: Free memory (31.73 GiB) < desired utilization (125.83 GiB)\n", "environment", True, "high"
+    ),
+    "nccl_library_not_loaded": Case(
+        "(VllmWorker rank=3 pid=44710) ERROR 08-20 09:48:31 [pynccl_wrapper.py:229] Failed to load NCCL library from "
+        "/root/nccl/build/lib/libnccl.so.2.21.5. It is expected if you are not running on NVIDIA/AMD GPUs.\n",
+        "environment",
+        False,
+    ),
+    "cuda_in_forked_worker": Case(
+        "RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use "
+        "the 'spawn' start method\n",
+        "environment",
+        False,
+    ),
     "sinks_only_in_fa3": Case("AssertionError: Sinks are only supported in FlashAttention 3\n", "environment", False),
     "deepgemm_unsupported_architecture": Case(
         "(Worker_TP2 pid=100746) ERROR 04-27 23:40:50 [multiproc_executor.py:962] RuntimeError: Assertion error "

@@ -1,9 +1,11 @@
-"""Failure signatures that are not memory (environment, network, timeouts, crashes,
-configuration), the serving signals, and the wrappers; `FAILURES` is every signature in match order,
-the memory ones first (the hits the engine adds itself, not per line, are in `failures_added.py`)."""
+"""Failure signatures that are not memory (network, timeouts, crashes, configuration), the serving signals, and the
+wrappers; `FAILURES` is every signature in match order, the memory ones first (`failures_memory.py`), the
+environment ones after the network's (`failures_environment.py`); the hits the engine adds itself, not per line,
+are in `failures_added.py`."""
 
 from __future__ import annotations
 
+from oomkit.triage.failures_environment import ENVIRONMENT_FAILURES
 from oomkit.triage.failures_memory import MEMORY_FAILURES
 from oomkit.triage.rules import Failure, T, V, gate, rx
 
@@ -13,7 +15,7 @@ FAILURES: tuple[Failure, ...] = (
     Failure(
         "E-NCCL",
         rx(
-            r"NCCL error|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclRemoteError|ncclInvalidUsage|NCCL WARN|DistBackendError|DistNetworkError|Watchdog caught collective operation timeout|Gloo connectFullMesh failed|mlx5dv_reg_dmabuf_mr|ibv_(?:reg_mr|create_qp|modify_qp)|Failed to load NCCL library|The client socket has (?:failed to connect|timed out)|TCPStore.*(?:timed out|refused)|DistStoreError|Timed out waiting \d+ms for (?:send|recv) operation|Connection closed by peer \[\d|waiting for clients\. \d+/\d+ clients joined"
+            r"NCCL error|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclRemoteError|ncclInvalidUsage|NCCL WARN|DistBackendError|DistNetworkError|Watchdog caught collective operation timeout|Gloo connectFullMesh failed|mlx5dv_reg_dmabuf_mr|ibv_(?:reg_mr|create_qp|modify_qp)|The client socket has (?:failed to connect|timed out)|TCPStore.*(?:timed out|refused)|DistStoreError|Timed out waiting \d+ms for (?:send|recv) operation|Connection closed by peer \[\d|waiting for clients\. \d+/\d+ clients joined"
             # rdma-core's mlx5 provider on a work completion with an error status (an InfiniBand/RoCE transfer failed)
             r"|mlx5: [\w.-]+: got completion with error"
             # vLLM's custom/quick all-reduce kernels (csrc/custom_all_reduce.cuh, quickreduce): CUDACHECK prints
@@ -32,105 +34,7 @@ FAILURES: tuple[Failure, ...] = (
         "CUDACHECK ('Failed: Cuda error %s:%d '%s'')",
         excludes=("E-CPUALLOC",),
     ),  # "ibv_reg_mr failed: Cannot allocate memory" is pinned memory (memlock), not host RAM
-    Failure(
-        "E-ENV",
-        rx(
-            r"cudaGetDeviceCount|Error 80[0-9]\b|forward compatibility was attempted|system not yet initialized|CUDA driver version is insufficient|NVIDIA driver on your system is too old|no kernel image is available for execution|No CUDA GPUs are available|Failed to infer device type|libcuda\.so|undefined symbol|GLIBC_\d|Failed to initialize NVML|NVML Shared Library Not Found|Driver/library version mismatch|[Ff]abric ?[Mm]anager|No package metadata was found for vllm|[Aa]ddress already in use|requires (?:a GPU with )?compute capability|not supported on (?:this|your) (?:GPU|device|platform)|ModuleNotFoundError: No module named|ImportError: |compute capability (?:below|of at least|>=)|only supports? (?:Ampere|Hopper)|HIP error: invalid device function|'_OpNamespace' '_C' object has no attribute|Torch not compiled with CUDA enabled|Too large swap space|cannot open shared object file|Version mismatch: The cluster was started with"
-            r"|No platform detected, vLLM is running on UnspecifiedPlatform"
-            r"|no CUDA-capable device is detected|CUDA-capable device\(s\) is/are busy or unavailable|invalid device ordinal"
-            r"|CUDA driver is a stub library|system has unsupported display driver|PTX was compiled with an unsupported toolchain"
-            r"|Found no NVIDIA driver on your system|CUDA unknown error - this may be due to an incorrectly set up environment"
-            r"|CUDA call failed lazily at initialization|Failed to find C compiler|Python\.h: No such file"
-            r"|only supported (?:on|in|by) (?:Hopper|Blackwell|Ampere|Ada|SM ?\d+|sm_?\d+|FlashAttention ?\d|FA ?\d|CUDA\b|ROCm|XPU)"
-            r"|not supported on the current device|Unsupported (?:GPU |CUDA |SM )?architecture\b"
-        ),
-        "environment",
-        "environment",
-        False,
-        70,
-        "the software/driver stack or the host setup is wrong (driver, CUDA build, missing module, port)",
-        "RuntimeError: Unexpected error from cudaGetDeviceCount(). Error 804: forward compatibility was attempted on non supported HW",
-        "vLLM/torch/CUDA error texts; recipe requirements (CUDA 13, driver r580+); glibc dlerror() "
-        "(cannot open shared object file); Ray's check_version_info (Version mismatch: The cluster was started with); "
-        "vllm/platforms/__init__.py (no platform plugin or builtin platform detected); CUDA runtime "
-        "cudaGetErrorString() of cudaErrorNoDevice, DevicesUnavailable, InvalidDevice, StubLibrary, "
-        "SystemDriverMismatch, UnsupportedPtxVersion; torch/cuda/__init__.py _lazy_init (no driver, "
-        "DeferredCudaCallError), c10/cuda/CUDAFunctions.cpp (CUDA unknown error); triton/runtime/build.py (no C "
-        "compiler; gcc without Python's headers builds triton's launcher); vLLM's kernel and backend checks "
-        "('Sinks are only supported in FlashAttention 3', 'only supported on Hopper devices', 'only supported on SM75+'), "
-        "kernel libraries' 'Unsupported architecture' (DeepGEMM)",
-    ),
-    Failure(
-        "E-MODELCFG",
-        rx(
-            r"User-specified max_model_len \(\d+\) is greater than the derived|does not recognize this architecture"
-            r"|Unrecognized model in |requires you to execute the configuration file in that repo"
-            r"|contains custom code which must be executed|Pipeline parallelism is not supported for this model"
-        ),
-        "environment",
-        "environment",
-        False,
-        70,
-        "the model does not fit this installation or these settings: its type is unknown to the installed "
-        "Transformers, it needs trust_remote_code, it has no pipeline-parallel support, or max_model_len exceeds "
-        "what its config.json allows",
-        "ValueError: The checkpoint you are trying to load has model type `qwen3_moe` but Transformers does not "
-        "recognize this architecture.",
-        "vllm/config/model.py (ModelConfig: _get_and_verify_max_len 'greater than the derived', "
-        "verify_with_parallel_config 'SupportsPP'); transformers/models/auto/configuration_auto.py (AutoConfig); "
-        "transformers/dynamic_module_utils.py (resolve_trust_remote_code)",
-    ),
-    Failure(
-        "E-BACKEND",
-        rx(
-            r"Selected (?:MLA prefill )?backend \S+ is not valid for this configuration|not supported with VLLM_ATTENTION_BACKEND"
-            r"|No operator found for `memory_efficient_attention|xFormers wasn't build with CUDA support"
-            r"|No valid attention backend found for"
-        ),
-        "environment",
-        "environment",
-        False,
-        70,
-        "the attention backend refused this GPU, model or settings (FlashAttention/FlashInfer/xFormers): pick "
-        "a backend the GPU and build support",
-        "ValueError: Selected backend AttentionBackendEnum.FLASHINFER is not valid for this configuration. "
-        "Reason: ['attention sinks not supported']",
-        "vllm/platforms/cuda.py and rocm.py (get_attn_backend_cls); vllm/engine/arg_utils.py (_raise_or_fallback: "
-        "'VLLM_USE_V1=1 is not supported with'; 'No valid attention backend found for', when no backend is "
-        "left after the selector's checks); xformers' dispatcher ('No operator found for')",
-    ),
-    Failure(
-        "E-JITBUILD",
-        rx(
-            r"cannot find -l\w+|ld returned \d+ exit status|Error building extension '"
-            r"|CalledProcessError: Command '\['ninja'|symbol not found in flat namespace"
-            # ninja's line for a failed build edge ("FAILED: [code=1] out.so" since ninja 1.12): a JIT build
-            r"|^FAILED: (?:\[code=\d+\] )?\S+\.(?:so|o|pyd|dylib)\b"
-        ),
-        "environment",
-        "environment",
-        False,
-        70,
-        "a kernel could not be built or loaded on this host (JIT build of Triton/Inductor/FlashInfer failed "
-        "to compile or link, or a compiled library misses a symbol): the toolchain "
-        "or installation",
-        "/usr/bin/ld: cannot find -lcuda: No such file or directory",
-        "GNU ld/collect2 ('cannot find -lX', 'ld returned 1 exit status'); torch/utils/cpp_extension.py "
-        "('Error building extension'); FlashInfer's JIT (ninja via subprocess; ninja's 'FAILED: ' line for the "
-        "edge that failed); macOS dyld ('symbol not found in flat namespace')",
-    ),
-    Failure(
-        "E-SIGILL",
-        rx(r"died unexpectedly \(exit code: -4\)|exit code -4\b|Illegal instruction|\bSIGILL\b"),
-        "environment",
-        "environment",
-        False,
-        71,
-        "a process died of an illegal instruction (SIGILL): the vLLM/torch build uses CPU instructions this host "
-        "does not execute (a build for another CPU, or a VM whose CPU features changed)",
-        "Worker proc VllmWorker-0 died unexpectedly (exit code: -4), shutting down executor.",
-        "vllm/v1/executor/multiproc_executor.py (worker monitor); signal 4 is SIGILL (signal(7))",
-    ),
+    *ENVIRONMENT_FAILURES,
     Failure(
         "E-READY",
         rx(
