@@ -9,6 +9,10 @@ from oomkit.triage.failures_environment import ENVIRONMENT_FAILURES
 from oomkit.triage.failures_memory import MEMORY_FAILURES
 from oomkit.triage.rules import Failure, T, V, gate, rx
 
+# vLLM's custom/quick all-reduce kernels' CUDACHECK ("Failed: Cuda error FILE:LINE 'text'", then exit); where it
+# lands (the link, or graph capture) is verdict_explicit.py's.
+CUSTOM_ALLREDUCE = rx(r"Cuda error \S*(?:custom_all_reduce|quick_?reduce|quick_all_reduce)\S*:\d+ '")
+
 FAILURES: tuple[Failure, ...] = (
     *MEMORY_FAILURES,
     # --- not memory: environment, network, timeouts, crashes, configuration
@@ -20,7 +24,7 @@ FAILURES: tuple[Failure, ...] = (
             r"|mlx5: [\w.-]+: got completion with error"
             # vLLM's custom/quick all-reduce kernels (csrc/custom_all_reduce.cuh, quickreduce): CUDACHECK prints
             # "Failed: Cuda error FILE:LINE 'text'" and exits; their IPC buffers fail across nodes or without P2P
-            r"|Cuda error \S*(?:custom_all_reduce|quick_?reduce|quick_all_reduce)\S*:\d+ '"
+            rf"|{CUSTOM_ALLREDUCE.pattern}"
         ),
         "network",
         "network_communication",

@@ -5,6 +5,7 @@ CUDA graphs were captured."""
 from __future__ import annotations
 
 from oomkit.triage.engine import Hit
+from oomkit.triage.failures import CUSTOM_ALLREDUCE
 from oomkit.triage.rules import rx
 
 # PyTorch's NCCL watchdog aborts a collective that ran past its timeout (ProcessGroupNCCL::WorkNCCL::checkTimeout),
@@ -26,7 +27,6 @@ COMPILE_WHY = "explicit E-COMPILE line; nothing places it, and vLLM compiles dur
 # vllm/distributed/device_communicators/custom_all_reduce.py). Its CUDACHECK failing once start-up has reached
 # graph capture, or the profiling pass (which captures graphs to measure them since CUDA-graph memory profiling),
 # is the capture failing (e.g. expandable segments' VMM buffers refused by cudaIpcGetMemHandle), not the link.
-CUSTOM_ALLREDUCE = rx(r"Cuda error \S*(?:custom_all_reduce|quick_?reduce|quick_all_reduce)\S*:\d+ '")
 CAPTURING = ("cudagraph_capture", "memory_profiling")
 CUSTOM_ALLREDUCE_WHY = (
     "explicit custom all-reduce error once start-up captures graphs (capture or CUDA-graph memory profiling): "
