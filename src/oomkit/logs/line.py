@@ -44,6 +44,10 @@ PY_DASHED = re.compile(
     r"^(?:- )?(?P<name>[A-Za-z_][\w.]*) - (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?P<msg>.*)$"
 )
 PY_BASIC = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<name>[A-Za-z_][\w.]*):(?P<msg>.*)$")
+# A reporter's Markdown quote ("> ValueError: ...") and torch.distributed's per-rank prefix on every line a
+# rank prints ("[rank0]: Traceback ...", torch >= 2.4 with TORCH_LOGS or elastic's tee): both before the text.
+QUOTED = re.compile(r"^(?:>+ ?)+(?=\S)")
+RANK = re.compile(r"^\[rank(?P<rank>\d{1,5})\]:\s?")
 UVICORN = re.compile(r"^(?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+(?P<msg>.*)$")
 MAX_LINE_CHARS = 65536
 
@@ -124,6 +128,10 @@ def parse_line(raw: str, file: str = "-", line: int = 0) -> Record:
         repeat = int(m.group("n"))
         text = text[: m.start()]
     body, proc, pid = text.lstrip(), None, None  # a quoted or indented paste: the header is after the indent
+    if body.startswith(">"):
+        body = QUOTED.sub("", body, count=1)
+    if body.startswith("[rank") and (m := RANK.match(body)):
+        proc, body = f"rank{m.group('rank')}", body[m.end() :]
     for _ in range(2):  # ≥0.34 Ray lines can carry two prefixes; ≥0.32 the prefix may follow a VLLM_LOGGING_PREFIX
         m = PREFIX.match(body)
         if not m:

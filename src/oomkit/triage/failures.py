@@ -170,6 +170,8 @@ FAILURES: tuple[Failure, ...] = (
         "E-COMPILE",
         rx(
             r"torch\._dynamo\.exc\.\w+|InductorError|BackendCompilerFailed|backend compilation occurred during the initial profiling run"
+            # the last line of every Dynamo error's message (torch/_dynamo/exc.py), also where the exception line is cut
+            r"|Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace"
         ),
         "crash",
         "not_oom_other",
@@ -183,6 +185,8 @@ FAILURES: tuple[Failure, ...] = (
         "E-WEIGHTFILES",
         rx(
             r"Cannot find any model weights|SafetensorError|Error while deserializing header|No such file or directory: '[^']*\.safetensors'|ValueError: No supported weights? (?:files? )?found"
+            # a checkpoint tensor the model has no parameter for: load_weights' `params_dict[name]`
+            r"|^KeyError: '(?:\w+\.)+(?:\w*weight\w*|bias|qweight|qzeros|scales|g_idx|\w+_scale(?:_inv)?)'"
         ),
         "config",
         "weight_loading",
@@ -190,7 +194,8 @@ FAILURES: tuple[Failure, ...] = (
         56,
         "the weight files are missing, of another format than asked for, or corrupt",
         "RuntimeError: Cannot find any model weights with `/models/vicuna-13b`",
-        "vllm/model_executor/model_loader/default_loader.py (_prepare_weights); safetensors' deserialising errors",
+        "vllm/model_executor/model_loader/default_loader.py (_prepare_weights); safetensors' deserialising errors; "
+        "the models' load_weights (`param = params_dict[name]`, e.g. vllm/model_executor/models/llama.py)",
     ),
     Failure(
         "E-CONFIG",

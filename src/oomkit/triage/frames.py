@@ -94,6 +94,9 @@ FRAME_PHASES: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         rx(
             r"load_model(?!_cls)|load_weights|model_loader|weights_iterator|initialize_model|_initialize_model|load_state_dict|safe_open"
+            # torch's Module.to(device) walk (`_apply` -> `convert` -> `t.to(device)`): the built model moved onto
+            # the device, which loaders do once, while loading (V0 XPU/HPU/CPU runners, bitsandbytes, GGUF)
+            r"|torch/nn/modules/module\.py::(?:_apply|convert)$"
         ),
         "weight_loading",
     ),

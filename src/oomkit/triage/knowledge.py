@@ -125,14 +125,24 @@ def _compiled(pattern: str) -> re.Pattern[str]:
 
 def match_message(text: str) -> MessageRow | None:
     """The most specific template (the most literal text) that matches the line's message."""
+    rows = match_messages(text)
+    return rows[0] if rows else None
+
+
+def match_messages(text: str) -> tuple[MessageRow, ...]:
+    """Every template that matches the line with the most literal text: the same message is often
+    raised in several places (one helper per kernel family), each with its own function and phase."""
     tables = _tables()
-    best: MessageRow | None = None
-    for word in set(WORD.findall(text)):
+    best: list[MessageRow] = []
+    for word in sorted(set(WORD.findall(text))):
         for number in tables.by_word.get(word, ()):
             row = tables.messages[number]
-            if (best is None or row.literal_chars > best.literal_chars) and _compiled(row.pattern).search(text):
-                best = row
-    return best
+            if best and row.literal_chars < best[0].literal_chars:
+                continue
+            if row in best or not _compiled(row.pattern).search(text):
+                continue
+            best = [*best, row] if best and row.literal_chars == best[0].literal_chars else [row]
+    return tuple(best)
 
 
 def frame_phase(path: str, function: str) -> FrameRow | None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from oomkit.triage.knowledge import SHARED, FrameRow, MessageRow, frame_phase, match_message
-from oomkit.triage.rules import Failure
+from oomkit.triage.knowledge import SHARED, FrameRow, MessageRow, frame_phase, match_message, match_messages
+from oomkit.triage.rules import PHASES, Failure
 
 # Modules whose frames place a failure even where no function of theirs is on a phase path: the
 # package is the phase (vllm/distributed is NCCL, custom all-reduce, Ray/gloo set-up).
@@ -84,6 +84,38 @@ def template_failure(msg: str) -> Failure | None:
     if row is None or not row.is_oom or row.kind != "failure":
         return None
     return _failure_of(row)
+
+
+# Phases a non-memory exception's template may name: the start-up steps. `serving` templates are
+# left to frames (prefill or decode, and most serving errors are bugs: not_oom_other).
+STARTUP_PHASES = frozenset(PHASES[: PHASES.index("timeout")])  # environment .. cudagraph_capture
+
+
+# Where vLLM validates its settings and the model's config while it builds the engine's configuration,
+# before any worker starts: what these raise is the environment (arguments, model type, platform), whatever
+# later step also reaches the function (the registry's refusal is reached from load_model in V0 too).
+CONFIG_SOURCES = re.compile(
+    r"^vllm/config[/.]|^vllm/engine/arg_utils\.py:|^vllm/transformers_utils/config\.py:|:_ModelRegistry\._raise_for_unsupported$"
+)
+
+
+def template_phase(msg: str) -> tuple[str, MessageRow] | None:
+    """The start-up phase of an exception vLLM raises (the issue's decision order: frames, then
+    markers, then the message's template), for an exception no frame or marker places."""
+    placed = [(phase, row) for row in match_messages(msg) if (phase := _startup_phase(row)) is not None]
+    if len({phase for phase, _ in placed}) != 1:  # none, or the places that raise it disagree
+        return None
+    return placed[0]
+
+
+def _startup_phase(row: MessageRow) -> str | None:
+    if row.kind != "failure":
+        return None
+    if CONFIG_SOURCES.search(row.source) and row.phase in (None, "weight_loading", "environment"):
+        return "environment"
+    if row.phase not in STARTUP_PHASES or _raised_in_shared_helper(row):
+        return None
+    return row.phase
 
 
 def _raised_in_shared_helper(row: MessageRow) -> bool:

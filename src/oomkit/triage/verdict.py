@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from oomkit.redact import redact
 from oomkit.triage.engine import Hit, Triage
+from oomkit.triage.knowledge_rules import template_phase
 from oomkit.triage.markers import WORKER_START
 from oomkit.triage.model import DecidedBy, FigureValue, Verdict
 from oomkit.triage.quiet import no_failure_verdict, pressure_verdict
@@ -315,6 +316,25 @@ def _crash(t: Triage, wrappers: list[Hit], hits: list[Hit]) -> Verdict:
     # An exception no rule names, with no frame, marker or serving line around it: not memory by its wording,
     # but nothing says where it was raised (before start-up, vLLM's settings and the installation raise too).
     placeless = first.context_phase is None and not first.after_ready
+    mined = template_phase(exc.text) if exc is not None and placeless else None
+    if mined is not None and exc is not None:
+        phase, row = mined
+        return make_verdict(
+            Conclusion(
+                phase,
+                False,
+                "low",
+                f"no frame or marker places it; vLLM raises this message in {row.source}, "
+                f"on the {phase.replace('_', ' ')} path (decision order: template)",
+                f"start-up failed during {phase.replace('_', ' ')} with an error that is not a memory error: "
+                f"{redact(exc.text.split('] ')[-1])[:200]}",
+                first.rule.id,
+            ),
+            shown,
+            t,
+            extra=[exc],
+            decided_by="template",
+        )
     summary = "the engine died with an error that is not a memory error"
     # Redacted before the cut, which could otherwise end inside a secret and keep an unmaskable prefix.
     summary += f": {redact(exc.text.split('] ')[-1])[:200]}" if exc else " (the exception itself is not in the log)"

@@ -19,9 +19,12 @@ COLLECTIVE_TIMEOUT_WHY = (
     "stalled link"
 )
 # V1 compiles the model on its first forward pass, the profiling run's dummy batch (vllm/compilation/backends.py
-# "Compiling a graph for dynamic shape"), and recompiles while serving only for a shape it has not seen: an unplaced
-# compile error says what failed, not where.
-COMPILE_WHY = "explicit E-COMPILE line; nothing places it, and vLLM compiles during start-up's profiling run"
+# "Compiling a graph for dynamic shape"), then warms up and captures the compiled sizes, and recompiles while serving
+# only for a shape it has not seen. A compile error before the server is ready is the compile-and-capture step failing
+# (the phase vocabulary files torch.compile warm-up with graph capture), whichever dummy run triggered it.
+COMPILE_WHY = (
+    "explicit E-COMPILE line before the server was ready: torch.compile and graph capture are one start-up step"
+)
 # vLLM's custom all-reduce opens its IPC buffers when the distributed group starts, then registers the buffers of
 # every captured graph (CustomAllreduce.capture -> register_graph_buffers,
 # vllm/distributed/device_communicators/custom_all_reduce.py). Its CUDACHECK failing once start-up has reached
@@ -51,5 +54,6 @@ def explicit(hit: Hit) -> tuple[str | None, str, str]:
     if rule.id == "E-NCCL" and COLLECTIVE_TIMEOUT.search(hit.evidence.text):
         return rule.phase, "medium", COLLECTIVE_TIMEOUT_WHY
     if rule.id == "E-COMPILE" and not hit.after_ready:
-        return rule.phase, "medium", COMPILE_WHY
+        placed = hit.context_source in ("frames", "markers") and hit.context_phase not in (None, "serving", "ready")
+        return "cudagraph_capture", "medium" if placed else "low", COMPILE_WHY
     return rule.phase, "high", f"explicit {rule.id} line"

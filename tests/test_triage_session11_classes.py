@@ -1,0 +1,121 @@
+"""Classes of session 11 (issue 13). The decision order's third step for exceptions: an exception that no frame
+or marker places is placed by the template vLLM raises it from (scripts/gen_vllm_knowledge.py's message table);
+the same message raised in several places counts only when the places agree, and what vLLM's configuration
+raises while it builds the engine's settings (vllm/config*, arg_utils, the model registry's refusal) is the
+environment. A reporter's Markdown quote ("> ValueError: ...") and torch.distributed's per-rank prefix
+("[rank0]: ...") come before the text, like a wrapper. A checkpoint tensor the model has no parameter for
+(load_weights' `params_dict[name]`: "KeyError: 'layers.21.mlp.gate_up_proj.weight'") fails weight loading.
+torch's Module.to(device) walk (`_apply`, `convert`) is the model moved onto the device while loading. Dynamo's
+closing line ("Set TORCHDYNAMO_VERBOSE=1 ...") is a compile error, and a compile error before the server is
+ready is the compile-and-capture step."""
+
+from pathlib import Path
+
+import pytest
+from _triage_synth import Case, frames, verdict_of
+
+from oomkit.logs.line import parse_line
+from oomkit.triage.knowledge_rules import template_phase
+
+WORKER = "(RayWorkerWrapper pid=22) ERROR 04-24 16:06:40 worker_base.py:157] "
+CASES = {
+    "marlin_shape_template": Case(
+        "ValueError: Weight input_size_per_partition = 10944 is not divisible by min_thread_k = 128. Consider reducing "
+        "tensor_parallel_size or running with --quantization gptq.\n",
+        "weight_loading",
+        False,
+        "low",
+    ),
+    "quantization_capability_template": Case(
+        "ValueError: The quantization method fp8 is not supported for the current GPU. Minimum capability: 90. "
+        "Current capability: 86.\n",
+        "environment",
+        False,
+        "low",
+    ),
+    # a message no vLLM release raises: the template step has nothing to say
+    "unknown_message_stays_unplaced": Case(
+        "ValueError: max() arg is an empty sequence\n", "not_oom_other", False, "low"
+    ),
+    "quoted_architecture_refusal": Case(
+        ">ValueError: Model architectures ['MiniCPM3Model'] are not supported for now. Supported architectures: "
+        "['MiniCPM3ForCausalLM', 'AquilaModel']\n",
+        "environment",
+        False,
+    ),
+    "rank_prefixed_parameter_key_error": Case(
+        "[rank0]: KeyError: 'layers.21.mlp.gate_up_proj.weight'\n", "weight_loading", False, "high"
+    ),
+    "quantized_parameter_key_error": Case(
+        "KeyError: 'model.layers.55.mlp.experts.w2_weight_scale_inv'\n", "weight_loading", False
+    ),
+    # a request id is not a parameter
+    "request_id_key_error": Case("KeyError: 'chatcmpl-2fdd35648efc418db366c6690c29c4da'\n", "not_oom_other", False),
+    "module_to_device_cut": Case(
+        frames(
+            WORKER,
+            ("vllm/worker/worker_base.py", "execute_method", "return executor(*args, **kwargs)"),
+            ("torch/nn/modules/module.py", "_apply", "module._apply(fn)"),
+            ("torch/nn/modules/module.py", "convert", "return t.to(device, dtype, non_blocking)"),
+        )
+        + "[...]\n",
+        "weight_loading",
+        False,
+    ),
+    "dynamo_closing_line": Case(
+        "ERROR 06-08 16:01:38 [core.py:515] Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace (please do this "
+        'especially if you\'re reporting a bug to PyTorch). For even more developer context, set TORCH_LOGS="+dynamo"\n',
+        "cudagraph_capture",
+        False,
+        "low",
+    ),
+    "compile_error_after_ready_is_a_crash": Case(
+        "(APIServer pid=7) INFO 11-04 12:20:01 [api_server.py:1520] Starting vLLM API server 0 on http://0.0.0.0:8000\n"
+        "(EngineCore_DP0 pid=9) ERROR 11-04 12:30:01 [core.py:700] torch._dynamo.exc.BackendCompilerFailed: "
+        "backend='inductor' raised: AssertionError\n",
+        "not_oom_other",
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_session11_class(name: str, tmp_path: Path) -> None:
+    case = CASES[name]
+    verdict = verdict_of(name, case, tmp_path)
+    assert (verdict.phase, verdict.is_oom) == (case.phase, case.is_oom)
+    if case.confidence:
+        assert verdict.confidence == case.confidence
+    if name.endswith("_template"):
+        assert verdict.decided_by == "template"
+        assert "vLLM raises this message in vllm/" in verdict.confidence_reason
+
+
+def test_places_that_disagree_place_nothing() -> None:
+    """Marlin's shape check is on the weight-loading path; bitblas' copy of the same message is on no phase's path:
+    the one place with a phase decides. A message raised only on no phase's path places nothing."""
+    phase, row = template_phase(
+        "Weight input_size_per_partition = 8 is not divisible by min_thread_k = 128. "
+        "Consider reducing tensor_parallel_size or running with --quantization gptq."
+    ) or (None, None)
+    assert phase == "weight_loading" and row is not None and "marlin" in row.source
+    assert template_phase("max() arg is an empty sequence") is None
+
+
+@pytest.mark.parametrize(
+    ("line", "proc", "msg"),
+    [
+        ("[rank3]: Traceback (most recent call last):", "rank3", "Traceback (most recent call last):"),
+        ("> > ValueError: boom", None, "ValueError: boom"),
+        (">>> import vllm", None, "import vllm"),
+        (
+            "[rank0]:[W324 10:53:37.985 ProcessGroupNCCL.cpp:1250] Warning: x",
+            "rank0",
+            "[W324 10:53:37.985 ProcessGroupNCCL.cpp:1250] Warning: x",
+        ),
+    ],
+)
+def test_quote_and_rank_prefixes_are_peeled(line: str, proc: str | None, msg: str) -> None:
+    record = parse_line(line)
+    assert (record.proc, record.msg) == (proc, msg)
+    assert record.text == line  # the evidence keeps the line as written
