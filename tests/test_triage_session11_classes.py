@@ -119,3 +119,29 @@ def test_quote_and_rank_prefixes_are_peeled(line: str, proc: str | None, msg: st
     record = parse_line(line)
     assert (record.proc, record.msg) == (proc, msg)
     assert record.text == line  # the evidence keeps the line as written
+
+
+ENV_AND_OOM_LINES = {
+    # a Triton kernel's tile configuration needs more shared memory than this GPU has
+    "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 263168, Hardware limit: 232448. "
+    "Reducing block sizes or `num_stages` may help.": ("environment", False),
+    "(EngineCore_DP0 pid=160843) ERROR 03-05 12:36:31 [core.py:1006] hip runtime failed to load.": (
+        "environment",
+        False,
+    ),
+    "Some attention backends are not valid for cuda with AttentionSelectorConfig(head_size=64, has_sink=True). "
+    "Reasons: {FLASH_ATTN: [sink setting not supported]}": ("environment", False),
+    "(EngineCore pid=9) jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: E1001: CompileTimeScopedVmemOom:": (
+        "weight_loading",
+        True,
+    ),
+    "ERROR 06-19 17:19:27 [engine.py:163] RuntimeError('TT_THROW @ bank_manager.cpp:141: tt::exception info: Out of "
+    "Memory: Not enough space to allocate 268435456 B DRAM buffer across 12 banks')": ("weight_loading", True),
+}
+
+
+@pytest.mark.parametrize("line", sorted(ENV_AND_OOM_LINES))
+def test_platform_lines(line: str, tmp_path: Path) -> None:
+    """A lone out-of-memory line on any platform is memory, in the likeliest phase (`low`)."""
+    verdict = verdict_of("line", Case(line + "\n", *ENV_AND_OOM_LINES[line]), tmp_path)
+    assert (verdict.phase, verdict.is_oom) == ENV_AND_OOM_LINES[line]

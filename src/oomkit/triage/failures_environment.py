@@ -63,6 +63,8 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             r"Selected (?:MLA prefill )?backend \S+ is not valid for this configuration|not supported with VLLM_ATTENTION_BACKEND"
             r"|No operator found for `memory_efficient_attention|xFormers wasn't build with CUDA support"
             r"|No valid attention backend found for"
+            # 0.12-0.34 before "No valid ...": each candidate backend's reasons
+            r"|Some attention backends are not valid for \w+ with AttentionSelectorConfig"
         ),
         "environment",
         "environment",
@@ -74,7 +76,8 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
         "Reason: ['attention sinks not supported']",
         "vllm/platforms/cuda.py and rocm.py (get_attn_backend_cls); vllm/engine/arg_utils.py (_raise_or_fallback: "
         "'VLLM_USE_V1=1 is not supported with'; 'No valid attention backend found for', when no backend is "
-        "left after the selector's checks); xformers' dispatcher ('No operator found for')",
+        "left after the selector's checks, after 'Some attention backends are not valid for'); xformers' dispatcher "
+        "('No operator found for')",
     ),
     Failure(
         "E-JITBUILD",
@@ -83,6 +86,11 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             r"|CalledProcessError: Command '\['ninja'|symbol not found in flat namespace"
             # ninja's line for a failed build edge ("FAILED: [code=1] out.so" since ninja 1.12): a JIT build
             r"|^FAILED: (?:\[code=\d+\] )?\S+\.(?:so|o|pyd|dylib)\b"
+            # a Triton kernel whose tile configuration needs more shared memory than this GPU has (the tuned configs
+            # are another GPU's): the kernel cannot launch here, whatever memory is free
+            r"|OutOfResources: out of resource: shared memory"
+            # HIP's runtime compiler (hiprtc) not loadable, or asked to build with no target architecture
+            r"|hip runtime failed to load|Please provide architecture for which code is to be generated"
         ),
         "environment",
         "environment",
@@ -94,7 +102,8 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
         "/usr/bin/ld: cannot find -lcuda: No such file or directory",
         "GNU ld/collect2 ('cannot find -lX', 'ld returned 1 exit status'); torch/utils/cpp_extension.py "
         "('Error building extension'); FlashInfer's JIT (ninja via subprocess; ninja's 'FAILED: ' line for the "
-        "edge that failed); macOS dyld ('symbol not found in flat namespace')",
+        "edge that failed); macOS dyld ('symbol not found in flat namespace'); triton/runtime/errors.py "
+        "(OutOfResources: 'out of resource: shared memory, Required: N, Hardware limit: M'); HIP's hiprtc loader",
     ),
     Failure(
         "E-SIGILL",

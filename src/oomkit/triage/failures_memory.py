@@ -90,6 +90,10 @@ MEMORY_FAILURES: tuple[Failure, ...] = (
             # XLA's status for device memory (TPU: torch_xla and JAX): "RESOURCE_EXHAUSTED: Error allocating
             # device buffer: Attempting to allocate 1.2G. That was not possible." (and "Error loading program").
             r"|RESOURCE_EXHAUSTED: .{0,200}?(?:That was not possible|[Oo]ut of memory)"
+            # XLA's TPU compiler when a kernel's scoped memory does not fit ("E1001: CompileTimeScopedVmemOom",
+            # "CompileTimeHbmOom"), and Tenstorrent tt-metal's allocator (bank_manager.cpp: "Out of Memory: Not
+            # enough space to allocate 268435456 B DRAM buffer across 12 banks")
+            r"|RESOURCE_EXHAUSTED: .{0,80}?CompileTime\w*Oom\b|Out of Memory: Not enough space to allocate \d+ B \w+ buffer"
         ),
         "oom",
         _OOM_CTX,
@@ -98,7 +102,9 @@ MEMORY_FAILURES: tuple[Failure, ...] = (
         "the device ran out of memory",
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.75 GiB. GPU 0 has a total capacity of 79.19 GiB",
         f"{V} §3 E-TORCHOOM/E-OOMOTHER; torch_npu (vllm-ascend) 'NPU out of memory'; XLA RESOURCE_EXHAUSTED "
-        "(tensorflow/compiler/xla: 'Attempting to allocate/reserve ... That was not possible')",
+        "(tensorflow/compiler/xla: 'Attempting to allocate/reserve ... That was not possible'; TPU compile-time "
+        "'CompileTimeScopedVmemOom'); tt-metal tt_metal/impl/allocator/bank_manager.cpp ('Out of Memory: Not enough "
+        "space to allocate')",
     ),
     Failure(
         "E-CPUALLOC",
