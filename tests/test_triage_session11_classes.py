@@ -145,3 +145,21 @@ def test_platform_lines(line: str, tmp_path: Path) -> None:
     """A lone out-of-memory line on any platform is memory, in the likeliest phase (`low`)."""
     verdict = verdict_of("line", Case(line + "\n", *ENV_AND_OOM_LINES[line]), tmp_path)
     assert (verdict.phase, verdict.is_oom) == ENV_AND_OOM_LINES[line]
+
+
+@pytest.mark.parametrize(
+    ("line", "pid", "msg"),
+    [
+        (
+            "[36m(RayWorkerWrapper pid=858)[0m INFO 04-16 11:52:45 [gpu_model_runner.py:1626] Graph capturing finished",
+            858,
+            "Graph capturing finished",
+        ),
+        ("[1;36m(EngineCore_DP0 pid=1)[0;0m ERROR 04-16 11:52:45 [core.py:1] boom", 1, "boom"),
+        ("#033[2m#033[33m(raylet)#033[0m boom", None, "(raylet) boom"),
+    ],
+)
+def test_colour_codes_without_their_escape_byte_are_peeled(line: str, pid: int | None, msg: str) -> None:
+    """A copy that lost the ESC byte of each colour code, or syslog's "#033" for it, keeps vLLM's header readable."""
+    record = parse_line(line)
+    assert (record.pid, record.msg) == (pid, msg)

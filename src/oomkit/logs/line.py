@@ -7,6 +7,9 @@ import re
 from dataclasses import dataclass
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+# Colour codes whose ESC byte a copy lost ("[36m(RayWorkerWrapper pid=858)[0m INFO ...") or that syslog escaped
+# ("#033[33m"): only SGR's "[N;Nm" forms, which log text does not otherwise hold.
+ORPHAN_SGR = re.compile(r"(?:#033)?\[(?:[0-9]{1,3}(?:;[0-9]{1,3}){0,4})m")
 # Terminal output pasted as HTML (aha, ansi2html, a browser's copy): colour and weight tags around the
 # text. Only formatting tags: a traceback's "<module>" or "<frozen runpy>" stays.
 HTML_TAG = re.compile(r"</?(?:font|span|b|strong|i|em|u|code|pre|div|br)\b[^<>]*>", re.IGNORECASE)
@@ -77,6 +80,8 @@ class Record:
 def clean(raw: str) -> str:
     """ANSI colour out; of carriage-return refreshes (tqdm) keep the last non-empty frame."""
     text = ANSI.sub("", raw.rstrip("\n"))
+    if "m" in text and "[" in text:
+        text = ORPHAN_SGR.sub("", text)
     if "\r" in text:
         frames = [f for f in text.split("\r") if f.strip()]
         text = frames[-1] if frames else ""
