@@ -80,7 +80,7 @@ class Record:
 def clean(raw: str) -> str:
     """ANSI colour out; of carriage-return refreshes (tqdm) keep the last non-empty frame."""
     text = ANSI.sub("", raw.rstrip("\n"))
-    if "m" in text and "[" in text:
+    if "[0m" in text or "[0;0m" in text:  # each coloured span ends in a reset: a cheap test on every line
         text = ORPHAN_SGR.sub("", text)
     if "\r" in text:
         frames = [f for f in text.split("\r") if f.strip()]
