@@ -163,3 +163,34 @@ def test_colour_codes_without_their_escape_byte_are_peeled(line: str, pid: int |
     """A copy that lost the ESC byte of each colour code, or syslog's "#033" for it, keeps vLLM's header readable."""
     record = parse_line(line)
     assert (record.pid, record.msg) == (pid, msg)
+
+
+FORK = "/home/me/vllm-gptq/vllm/engine/llm_engine.py"  # 0.2's layout: _init_workers_ray lived in the engine
+
+
+def test_a_step_root_is_known_by_name_in_a_module_the_table_lacks() -> None:
+    """vLLM's source roots Ray worker set-up at `_init_workers_ray` in every release that has it (the executors,
+    0.6-0.x); in 0.2's llm_engine.py, or a fork, the name alone places the frame. Generic names do not."""
+    from oomkit.triage.knowledge import frame_phase
+
+    row = frame_phase(FORK, "_init_workers_ray")
+    assert row is not None and row.phase == "network_communication"
+    old_module = "/home/me/vllm-gptq/vllm/worker/old_worker.py"
+    assert frame_phase(old_module, "profile_run") is not None
+    assert frame_phase(old_module, "step") is None
+    assert frame_phase(old_module, "_init_executor") is None
+    assert frame_phase("/home/me/app.py", "_init_workers_ray") is None  # not a vLLM module
+
+
+@pytest.mark.parametrize(
+    ("frame", "phase"),
+    [
+        ("torch/_dynamo/convert_frame.py::_compile", "cudagraph_capture"),
+        ("torch/_dynamo/symbolic_convert.py::inline_user_function_return", "cudagraph_capture"),
+        ("torch/_dynamo/eval_frame.py::_fn", None),  # running compiled code: every serving step does
+    ],
+)
+def test_dynamo_translating_a_frame_is_compile(frame: str, phase: str | None) -> None:
+    from oomkit.triage.stack import stack_phase
+
+    assert stack_phase([f"/usr/lib/python3.12/site-packages/{frame}"]) == phase

@@ -77,6 +77,9 @@ FRAME_PHASES: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         rx(
             r"capture_model|capture_end|_capture_cudagraph|cudagraph|CUDAGraph|graph_capture|compile_or_warm_up_model|_warm_up_model"
+            # Dynamo translating a frame (not running compiled code, which `eval_frame` and `aot_compile` frames do in
+            # every serving step): torch.compile, which the phase vocabulary files with graph capture
+            r"|torch/_dynamo/(?:convert_frame|symbolic_convert)\.py::"
         ),
         "cudagraph_capture",
     ),

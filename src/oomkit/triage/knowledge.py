@@ -152,7 +152,45 @@ def frame_phase(path: str, function: str) -> FrameRow | None:
     if module is None:
         return None
     rows = _tables().frames.get((module.group(1), function))
-    return rows[0] if rows else None
+    if rows:
+        return rows[0]
+    return _roots_by_name().get(function)
+
+
+@cache
+def _roots_by_name() -> dict[str, FrameRow]:
+    """A step's root function by its name alone, for a vLLM module the table does not hold (a release before 0.6,
+    where `_init_workers_ray` lived in llm_engine.py, or a fork): only names that are a root of one phase in every
+    module and release that has them, and nothing else anywhere."""
+    phases: dict[str, set[str]] = {}
+    first: dict[str, FrameRow] = {}
+    for rows in _tables().frames.values():
+        for row in rows:
+            name = row.source.rsplit(":", 1)[-1]
+            phases.setdefault(name, set()).add(row.phase if row.is_root else SHARED)
+            first.setdefault(name, row)
+    return {
+        name: first[name]
+        for name, seen in phases.items()
+        if len(seen) == 1 and SHARED not in seen and name not in NOT_BY_NAME
+    }
+
+
+# Names too common to stand for one step by name alone (collectives, `step`, `capture`), and names a hand rule
+# or a known gap reads otherwise: `_dummy_run` (profiling and every capture), `_init_executor` (device set-up too).
+NOT_BY_NAME = frozenset(
+    {
+        "step",
+        "capture",
+        "profile",
+        "barrier",
+        "all_reduce",
+        "broadcast_object",
+        "device_count",
+        "_dummy_run",
+        "_init_executor",
+    }
+)
 
 
 def known_versions() -> tuple[str, ...]:
