@@ -194,3 +194,31 @@ def test_dynamo_translating_a_frame_is_compile(frame: str, phase: str | None) ->
     from oomkit.triage.stack import stack_phase
 
     assert stack_phase([f"/usr/lib/python3.12/site-packages/{frame}"]) == phase
+
+
+NETWORK_AND_CRASH_LINES = {
+    "[rank1]:[E ProcessGroupNCCL.cpp:1316] [PG 2 Rank 1] Heartbeat monitor timed out! Process will be terminated "
+    "after dumping debug info.": "network_communication",
+    "E0904 21:29:13.608029 31963 transfer_task.cpp:469] Failed to open segment 192.168.10.12:12516": (
+        "network_communication"
+    ),
+    "E0417 19:46:42.567027   481 master_client.cpp:192] Failed to mount segment due to rpc error": (
+        "network_communication"
+    ),
+    "(APIServer pid=396) zmq.error.ZMQError: Cannot assign requested address (addr='tcp://10.27.91.102:13345')": (
+        "network_communication"
+    ),
+    "(EngineCore_DP0 pid=89) ERROR 04-20 18:08:14 [core.py:1100] ValueError: Cannot provide a placement group "
+    "requiring 4.0 GPUs (placement_group_specs=[{'GPU': 1.0}]) within 1800 seconds.": "network_communication",
+    "/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:402: masked_scatter_size_check: block: [0,0,0], thread: "
+    "[0,0,0] Assertion totalElements <= srcSize failed.": "not_oom_other",
+}
+
+
+@pytest.mark.parametrize("line", sorted(NETWORK_AND_CRASH_LINES))
+def test_network_and_crash_lines(line: str, tmp_path: Path) -> None:
+    """PyTorch's NCCL heartbeat monitor, Mooncake's transfer engine and store, a socket bound to another host's
+    address, the newer placement-group wording: the network. A CUDA device-side assert with its backticks lost: a
+    crash."""
+    verdict = verdict_of("line", Case(line + "\n", NETWORK_AND_CRASH_LINES[line], False), tmp_path)
+    assert (verdict.phase, verdict.is_oom) == (NETWORK_AND_CRASH_LINES[line], False)

@@ -25,6 +25,8 @@ FAILURES: tuple[Failure, ...] = (
             # vLLM's custom/quick all-reduce kernels (csrc/custom_all_reduce.cuh, quickreduce): CUDACHECK prints
             # "Failed: Cuda error FILE:LINE 'text'" and exits; their IPC buffers fail across nodes or without P2P
             rf"|{CUSTOM_ALLREDUCE.pattern}"
+            # PyTorch's NCCL heartbeat monitor: the watchdog itself hung in a collective (ProcessGroupNCCL.cpp)
+            r"|Heartbeat monitor timed out|watchdog got stuck for \d+ seconds"
         ),
         "network",
         "network_communication",
@@ -38,6 +40,28 @@ FAILURES: tuple[Failure, ...] = (
         "CUDACHECK ('Failed: Cuda error %s:%d '%s'')",
         excludes=("E-CPUALLOC",),
     ),  # "ibv_reg_mr failed: Cannot allocate memory" is pinned memory (memlock), not host RAM
+    Failure(
+        "E-KVXFER",
+        rx(
+            # Mooncake's transfer engine and store (glog lines: transfer_task.cpp, transfer_metadata.cpp, client.cpp,
+            # master_client.cpp), NIXL's status codes: the KV-cache transfer between instances failed
+            r"Failed to (?:open|mount) segment|Failed to submit transfer operation|Failed to retrieve segment descriptor"
+            r"|\bNIXL_ERR_[A-Z_]+"
+            # a socket bound to an address that is not this host's (EADDRNOTAVAIL): VLLM_HOST_IP, the DP master or
+            # a connector's address names another node
+            r"|Cannot assign requested address"
+        ),
+        "network",
+        "network_communication",
+        False,
+        77,
+        "a connection between instances failed: a KV-cache transfer (Mooncake, NIXL) or a socket bound to an "
+        "address that is not this host's",
+        "E0904 21:29:13.608029 31963 transfer_task.cpp:469] Failed to open segment 192.168.10.12:12516",
+        "Mooncake transfer engine (transfer_task.cpp, transfer_metadata.cpp, client.cpp) and store "
+        "(master_client.cpp); NIXL's nixl_status_t names (NIXL_ERR_*); errno EADDRNOTAVAIL's strerror "
+        "(zmq bind in vllm/utils make_zmq_socket)",
+    ),
     *ENVIRONMENT_FAILURES,
     Failure(
         "E-READY",
@@ -96,7 +120,7 @@ FAILURES: tuple[Failure, ...] = (
         "E-RAYPLACE",
         rx(
             r"Ray does not allocate any GPUs on the driver node|No available node types can fulfill resource request"
-            r"|Cannot provide a placement group of"
+            r"|Cannot provide a placement group (?:of|requiring)"
         ),
         "network",
         "network_communication",
@@ -145,6 +169,8 @@ FAILURES: tuple[Failure, ...] = (
             r"illegal memory access|device-side assert(?:ion)? triggered|misaligned address|CUBLAS_STATUS_EXECUTION_FAILED|Segmentation fault|core dumped|unspecified launch failure"
             # a native abort: glibc's assert(), abseil's signal handler (Ray's "*** SIGABRT received at time="), faulthandler
             r"|Assertion `.+' failed\.|\*\*\* SIG(?:ABRT|SEGV|BUS|FPE) received at time=|Fatal Python error: (?:Aborted|Segmentation fault|Bus error)"
+            # a CUDA device-side assert as the kernel prints it (backticks lost when pasted as Markdown)
+            r"|block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion .{1,200}? failed"
         ),
         "crash",
         "not_oom_other",
@@ -153,7 +179,8 @@ FAILURES: tuple[Failure, ...] = (
         "a kernel crashed (illegal memory access/assert/segfault): a bug or bad build, not a lack of memory",
         "RuntimeError: CUDA error: an illegal memory access was encountered",
         "CUDA runtime error texts; hard negative of the method; glibc assert/assert.c; abseil "
-        "failure_signal_handler.cc (via Ray); CPython faulthandler",
+        "failure_signal_handler.cc (via Ray); CPython faulthandler; CUDA's device-side assert print "
+        "('file.cu:N: func: block: [0,0,0], thread: [0,0,0] Assertion `x` failed.')",
     ),
     Failure(
         "E-PROFASSERT",
