@@ -222,3 +222,31 @@ def test_network_and_crash_lines(line: str, tmp_path: Path) -> None:
     crash."""
     verdict = verdict_of("line", Case(line + "\n", NETWORK_AND_CRASH_LINES[line], False), tmp_path)
     assert (verdict.phase, verdict.is_oom) == (NETWORK_AND_CRASH_LINES[line], False)
+
+
+KV_SIZED = (
+    "INFO 04-25 10:23:33 [kv_cache_utils.py:634] GPU KV cache size: 106,640 tokens\n"
+    "INFO 04-25 10:23:33 [kv_cache_utils.py:637] Maximum concurrency for 8,192 tokens per request: 13.02x\n"
+)
+WORKER_ERR = "(VllmWorker rank=0 pid=5337) ERROR 04-25 10:24:22 [multiproc_executor.py:380] "
+
+
+@pytest.mark.parametrize(
+    ("calls", "phase"),
+    [
+        # the compiled model runs after the pool was sized: warm-up and capture
+        (
+            [
+                ("torch/_dynamo/eval_frame.py", "_fn", "return fn(*args, **kwargs)"),
+                ("torch/fx/graph_module.py", "__call__", "raise e"),
+            ],
+            "cudagraph_capture",
+        ),
+        # no forward pass in the frames: the pool's own allocation, as the last marker says
+        ([("torch/utils/_contextlib.py", "decorate_context", "return func(*args, **kwargs)")], "kv_cache_allocation"),
+    ],
+)
+def test_a_forward_pass_after_the_pool_is_sized_is_the_warm_up(calls: list, phase: str, tmp_path: Path) -> None:
+    log = KV_SIZED + frames(WORKER_ERR, *calls) + "[...]\n"
+    verdict = verdict_of("kv_then_forward", Case(log, phase, False), tmp_path)
+    assert verdict.phase == phase

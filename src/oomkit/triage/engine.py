@@ -17,6 +17,7 @@ from oomkit.triage.frames import (
     FRAME_HEAD,
     FRAME_TAIL,
     ITERATION_WAIT_FRAME,
+    MODEL_RUN_FRAME,
     PREFILL_FRAME,
     PREFILL_PATH,
     RAISE_LINE,
@@ -286,12 +287,22 @@ class Triage:
         if framed and framed != "serving":
             return framed, "frames"
         if self.state.after is not None:
-            return self.state.after, "markers"
+            return self._marker_phase(rec.pid), "markers"
         if framed == "serving":
             return "serving", "frames"
         if SERVING_MESSAGE.search(rec.msg) or self.state.serving_message:
             return "serving", "message"
         return None, "none"
+
+    def _marker_phase(self, pid: int | None) -> str | None:
+        """The last marker's phase; once the KV pool is sized, a traceback that runs the model is the warm-up and
+        capture that follow (allocating the pool runs no forward pass)."""
+        after = self.state.after
+        if after == "kv_cache_allocation":
+            stack = self.state.frames.get(pid) or self.state.frames.get(None) or []
+            if any(MODEL_RUN_FRAME.search(frame) for frame in stack):
+                return "cudagraph_capture"
+        return after
 
     def _prefill_hint(self, pid: int | None, msg: str) -> str | None:
         # Function names only: a path such as vllm/spec_decode/ says nothing of the step's kind.
@@ -357,5 +368,7 @@ class Triage:
             return None
         evidence, pid = cut
         framed = self._frames_phase(pid) or self._serving_elsewhere()
-        phase, source = (framed, "frames") if framed else (st.after, "markers") if st.after else (None, "none")
+        phase, source = (
+            (framed, "frames") if framed else (self._marker_phase(pid), "markers") if st.after else (None, "none")
+        )
         return Hit(CUT_TRACEBACK, evidence, phase, source, st.ready, self._prefill_hint(pid, ""), pid)

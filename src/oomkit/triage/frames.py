@@ -126,6 +126,16 @@ SERVING_FRAME = rx(
 SERVING_PATH_FRAME = rx(r"worker/model_runner_base\.py::_wrapper$")
 
 
+# Frames that run the model's forward pass: a model's `forward`, torch.fx's compiled graph module, Dynamo's wrapper of
+# compiled code. After the KV pool is sized, start-up runs the model again only to warm up and capture graphs (V1's
+# `compile_or_warm_up_model` after `initialize_kv_cache`, V0's `_warm_up_model` after `initialize_cache`): allocating
+# the pool runs no forward pass.
+MODEL_RUN_FRAME = rx(
+    r"/vllm/model_executor/models/\S+::forward$|torch/fx/graph_module\.py::(?:__call__|call_wrapped)$"
+    r"|torch/_dynamo/eval_frame\.py::_fn$"
+)
+
+
 def is_serving_frame(frame: str) -> bool:
     """`frame` is "path::function"; the serving path by its function's name, or by a wrapper's path."""
     return bool(SERVING_FRAME.search(frame.rsplit("::", 1)[-1]) or SERVING_PATH_FRAME.search(frame))
