@@ -250,3 +250,35 @@ def test_a_forward_pass_after_the_pool_is_sized_is_the_warm_up(calls: list, phas
     log = KV_SIZED + frames(WORKER_ERR, *calls) + "[...]\n"
     verdict = verdict_of("kv_then_forward", Case(log, phase, False), tmp_path)
     assert verdict.phase == phase
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: Worker failed with error ''_OpNamespace' '_moe_C' object has no attribute "
+        "'moe_align_block_size'', please check the stack trace above for the root cause",
+        "ValueError(\"type fp8e4nv not supported in this architecture. The supported fp8 dtypes are ('fp8e4b15', "
+        "'fp8e5')\")', please check the stack trace above for the root cause",
+        "RuntimeError: Currently, block scaled fp8 gemm is not implemented for Blackwell",
+    ],
+)
+def test_builds_that_lack_an_op_or_a_gpu_generation_are_the_environment(line: str, tmp_path: Path) -> None:
+    verdict = verdict_of("line", Case(line + "\n", "environment", False), tmp_path)
+    assert (verdict.phase, verdict.is_oom) == ("environment", False)
+
+
+def test_a_quantization_method_built_for_a_layer_is_weight_loading(tmp_path: Path) -> None:
+    log = (
+        frames(
+            "(EngineCore_DP0 pid=109) ERROR 11-06 06:17:47 [core.py:784] ",
+            (
+                "vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors_moe.py",
+                "get_moe_method",
+                "return CompressedTensorsWNA16MarlinMoEMethod(",
+            ),
+            ("vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors_moe.py", "__init__", "x"),
+        )
+        + "[...]\n"
+    )
+    verdict = verdict_of("quant_method", Case(log, "weight_loading", False), tmp_path)
+    assert verdict.phase == "weight_loading"

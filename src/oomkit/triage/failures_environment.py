@@ -10,7 +10,7 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
     Failure(
         "E-ENV",
         rx(
-            r"cudaGetDeviceCount|Error 80[0-9]\b|forward compatibility was attempted|system not yet initialized|CUDA driver version is insufficient|NVIDIA driver on your system is too old|no kernel image is available for execution|No CUDA GPUs are available|Failed to infer device type|libcuda\.so|undefined symbol|GLIBC_\d|Failed to initialize NVML|NVML Shared Library Not Found|Driver/library version mismatch|[Ff]abric ?[Mm]anager|No package metadata was found for vllm|[Aa]ddress already in use|requires (?:a GPU with )?compute capability|not supported on (?:this|your) (?:GPU|device|platform)|ModuleNotFoundError: No module named|ImportError: |compute capability (?:below|of at least|>=)|only supports? (?:Ampere|Hopper)|HIP error: invalid device function|'_OpNamespace' '_C' object has no attribute|Torch not compiled with CUDA enabled|Too large swap space|cannot open shared object file|Version mismatch: The cluster was started with"
+            r"cudaGetDeviceCount|Error 80[0-9]\b|forward compatibility was attempted|system not yet initialized|CUDA driver version is insufficient|NVIDIA driver on your system is too old|no kernel image is available for execution|No CUDA GPUs are available|Failed to infer device type|libcuda\.so|undefined symbol|GLIBC_\d|Failed to initialize NVML|NVML Shared Library Not Found|Driver/library version mismatch|[Ff]abric ?[Mm]anager|No package metadata was found for vllm|[Aa]ddress already in use|requires (?:a GPU with )?compute capability|not supported on (?:this|your) (?:GPU|device|platform)|ModuleNotFoundError: No module named|ImportError: |compute capability (?:below|of at least|>=)|only supports? (?:Ampere|Hopper)|HIP error: invalid device function|'_OpNamespace' '_\w+' object has no attribute|Torch not compiled with CUDA enabled|Too large swap space|cannot open shared object file|Version mismatch: The cluster was started with"
             r"|No platform detected, vLLM is running on UnspecifiedPlatform"
             r"|no CUDA-capable device is detected|CUDA-capable device\(s\) is/are busy or unavailable|invalid device ordinal"
             r"|CUDA driver is a stub library|system has unsupported display driver|PTX was compiled with an unsupported toolchain"
@@ -19,6 +19,9 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             r"|only supported (?:on|in|by) (?:Hopper|Blackwell|Ampere|Ada|SM ?\d+|sm_?\d+|FlashAttention ?\d|FA ?\d|CUDA\b|ROCm|XPU)"
             r"|not supported on the current device|Unsupported (?:GPU |CUDA |SM )?architecture\b"
             r"|Failed to load NCCL library|Cannot re-initialize CUDA in forked subprocess"
+            # Triton refusing a dtype the GPU lacks ("type fp8e4nv not supported in this architecture"), a kernel not
+            # built for the GPU's generation ("block scaled fp8 gemm is not implemented for Blackwell")
+            r"|not supported in this architecture|not implemented for (?:Blackwell|Hopper|Ampere|Ada|Turing|Volta|SM ?\d+|sm_?\d+)\b"
         ),
         "environment",
         "environment",
@@ -35,7 +38,10 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
         "compiler; gcc without Python's headers builds triton's launcher); vLLM's kernel and backend checks "
         "('Sinks are only supported in FlashAttention 3', 'only supported on Hopper devices', 'only supported on SM75+'), "
         "kernel libraries' 'Unsupported architecture' (DeepGEMM); vllm/distributed/device_communicators/pynccl_wrapper.py "
-        "('Failed to load NCCL library from': the library, not the link); torch/cuda/__init__.py _lazy_init (fork)",
+        "('Failed to load NCCL library from': the library, not the link); torch/cuda/__init__.py _lazy_init (fork); "
+        "torch's op namespaces of vLLM's compiled extensions (_C, _moe_C, _rocm_C: 'object has no attribute' when the "
+        "build lacks the op); Triton's fp8 dtype check ('not supported in this architecture'); vLLM's CUTLASS "
+        "dispatch ('not implemented for Blackwell')",
     ),
     Failure(
         "E-MODELCFG",

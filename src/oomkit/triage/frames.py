@@ -100,6 +100,8 @@ FRAME_PHASES: tuple[tuple[re.Pattern[str], str], ...] = (
             # torch's Module.to(device) walk (`_apply` -> `convert` -> `t.to(device)`): the built model moved onto
             # the device, which loaders do once, while loading (V0 XPU/HPU/CPU runners, bitsandbytes, GGUF)
             r"|torch/nn/modules/module\.py::(?:_apply|convert)$"
+            # a quantization method built for a layer while the model is constructed (serving runs only `apply`)
+            r"|/vllm/model_executor/layers/quantization/\S+::(?:get_quant_method|get_moe_method|create_weights)$"
         ),
         "weight_loading",
     ),
