@@ -282,3 +282,18 @@ def test_a_quantization_method_built_for_a_layer_is_weight_loading(tmp_path: Pat
     )
     verdict = verdict_of("quant_method", Case(log, "weight_loading", False), tmp_path)
     assert verdict.phase == "weight_loading"
+
+
+def test_a_condensed_traceback_is_read_by_file_name(tmp_path: Path) -> None:
+    """A traceback shortened to "file.py:N, in func" lines: the frames are vLLM's by their file's name."""
+    log = (
+        "gpu_model_runner.py:5121, in _get_prompt_logprobs_dict\n"
+        "    logits = self.model.compute_logits(prompt_hidden_states)\n...\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.82 GiB.\n"
+    )
+    verdict = verdict_of("condensed", Case(log, "serving_prefill", True), tmp_path)
+    assert (verdict.phase, verdict.is_oom) == ("serving_prefill", True)
+    # a bare name that is not a vLLM module places nothing
+    from oomkit.triage.knowledge import frame_phase
+
+    assert frame_phase("my_script.py", "_get_prompt_logprobs_dict") is None

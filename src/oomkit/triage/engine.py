@@ -179,7 +179,9 @@ class Triage:
         wrapped, self.state.wrapped_frame = self.state.wrapped_frame, None
         if m:
             path, func = m.group("path"), m.group("func")
-            if path is None:  # IPython's form names Class.method: the method is what the tables know
+            if m.group("cpath"):  # a condensed frame ("file.py:12, in func")
+                path, func = m.group("cpath"), m.group("cfunc")
+            elif path is None:  # IPython's form names Class.method: the method is what the tables know
                 path, func = m.group("ipath"), func.rsplit(".", 1)[-1]
             self._push_frame(rec, rec.pid, path, func)
         elif head := FRAME_HEAD.search(rec.msg):

@@ -12,6 +12,8 @@ from oomkit.triage.rules import rx
 # in Jupyter: `File [~/x/y.py:49](http://...), in ...`), whose qualified name the engine cuts to the method.
 FRAME = rx(
     r'File (?:"(?P<path>[^"]+)", line \d+|\[?(?P<ipath>[^\s\[\]"]+\.py):\d+(?:\]\([^)\s]*\))?), in (?P<func>[\w<>.]+)'
+    # a traceback condensed by hand or by a tool, one frame per line: "gpu_model_runner.py:5121, in _get_prompt_logprobs"
+    r"|^(?P<cpath>[\w./\\-]+\.py):\d+, in (?P<cfunc>\w+)\s*$"
 )
 # A frame hard-wrapped by a terminal or an issue's text box (a fixed line width): the line ends inside
 # `File "path"` (at or before its closing quote) and the next line goes on with the rest of the path,

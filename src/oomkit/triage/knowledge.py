@@ -150,11 +150,34 @@ def frame_phase(path: str, function: str) -> FrameRow | None:
     capture_model`): the newest release's row when the phase moved between releases."""
     module = FRAME_MODULE.search(path.replace("\\", "/"))
     if module is None:
-        return None
+        return _by_basename(path, function)
     rows = _tables().frames.get((module.group(1), function))
     if rows:
         return rows[0]
     return _roots_by_name().get(function)
+
+
+def _by_basename(path: str, function: str) -> FrameRow | None:
+    """A frame condensed to its file's name ("gpu_model_runner.py:5121, in _get_prompt_logprobs_dict"): the row of
+    that function in the vLLM modules of that name, when they agree on its phase."""
+    if "/" in path or "\\" in path or not path.endswith(".py"):
+        return None
+    rows = [
+        row
+        for module in _modules_by_basename().get(path, ())
+        for row in _tables().frames.get((module, function), ())[:1]
+    ]
+    return rows[0] if rows and len({row.phase for row in rows}) == 1 else None
+
+
+@cache
+def _modules_by_basename() -> dict[str, tuple[str, ...]]:
+    modules: dict[str, list[str]] = {}
+    for module, _function in _tables().frames:
+        names = modules.setdefault(module.rsplit("/", 1)[-1], [])
+        if module not in names:
+            names.append(module)
+    return {name: tuple(found) for name, found in modules.items()}
 
 
 @cache
