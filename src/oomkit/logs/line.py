@@ -47,8 +47,8 @@ PY_DASHED = re.compile(
     r"^(?:- )?(?P<name>[A-Za-z_][\w.]*) - (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?P<msg>.*)$"
 )
 PY_BASIC = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<name>[A-Za-z_][\w.]*):(?P<msg>.*)$")
-# A reporter's Markdown quote ("> ValueError: ...") and torch.distributed's per-rank prefix on every line a
-# rank prints ("[rank0]: Traceback ...", torch >= 2.4 with TORCH_LOGS or elastic's tee): both before the text.
+# A reporter's Markdown quote ("> ValueError: ...") and torch.distributed's per-rank prefix on the lines a rank
+# prints ("[rank0]: Traceback ...", as the corpus's logs show it): both before the text.
 QUOTED = re.compile(r"^(?:>+ ?)+(?=\S)")
 RANK = re.compile(r"^\[rank(?P<rank>\d{1,5})\]:\s?")
 UVICORN = re.compile(r"^(?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+(?P<msg>.*)$")

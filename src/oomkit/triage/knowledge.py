@@ -172,11 +172,9 @@ def _by_basename(path: str, function: str) -> FrameRow | None:
 
 @cache
 def _modules_by_basename() -> dict[str, tuple[str, ...]]:
-    modules: dict[str, list[str]] = {}
+    modules: dict[str, dict[str, None]] = {}  # insertion-ordered sets
     for module, _function in _tables().frames:
-        names = modules.setdefault(module.rsplit("/", 1)[-1], [])
-        if module not in names:
-            names.append(module)
+        modules.setdefault(module.rsplit("/", 1)[-1], {})[module] = None
     return {name: tuple(found) for name, found in modules.items()}
 
 
