@@ -36,3 +36,12 @@ def verdict_of(name: str, case: Case, where: Path) -> Verdict:
     log = where / f"{name}.log"
     log.write_text(case.log)
     return analyse([str(log)]).verdict
+
+
+def checked_verdict(name: str, case: Case, where: Path) -> Verdict:
+    """The verdict, asserted to have the case's phase, is_oom and (when the case names one) confidence."""
+    verdict = verdict_of(name, case, where)
+    assert (verdict.phase, verdict.is_oom) == (case.phase, case.is_oom)
+    if case.confidence:
+        assert verdict.confidence == case.confidence
+    return verdict

@@ -26,7 +26,7 @@ GiB)") is the same check as "... on startup is less than desired GPU memory util
 from pathlib import Path
 
 import pytest
-from _triage_synth import Case, frames, verdict_of
+from _triage_synth import Case, checked_verdict, frames
 
 from oomkit.logs.line import clean, parse_line
 
@@ -207,10 +207,7 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_session10_class(name: str, tmp_path: Path) -> None:
     case = CASES[name]
-    verdict = verdict_of(name, case, tmp_path)
-    assert (verdict.phase, verdict.is_oom) == (case.phase, case.is_oom)
-    if case.confidence:
-        assert verdict.confidence == case.confidence
+    verdict = checked_verdict(name, case, tmp_path)
     if name == "cut_traceback_raising_timeout":
         assert "cut before its exception line" in verdict.confidence_reason
         assert verdict.evidence[0].text.endswith('raise TimeoutError("Timed out waiting for engines to send"')

@@ -12,7 +12,7 @@ ready is the compile-and-capture step."""
 from pathlib import Path
 
 import pytest
-from _triage_synth import Case, frames, verdict_of
+from _triage_synth import Case, checked_verdict, frames, verdict_of
 
 from oomkit.logs.line import parse_line
 from oomkit.triage.knowledge_rules import template_phase
@@ -82,10 +82,7 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_session11_class(name: str, tmp_path: Path) -> None:
     case = CASES[name]
-    verdict = verdict_of(name, case, tmp_path)
-    assert (verdict.phase, verdict.is_oom) == (case.phase, case.is_oom)
-    if case.confidence:
-        assert verdict.confidence == case.confidence
+    verdict = checked_verdict(name, case, tmp_path)
     if name.endswith("_template"):
         assert verdict.decided_by == "template"
         assert "vLLM raises this message in vllm/" in verdict.confidence_reason

@@ -15,7 +15,7 @@ input: printed once, while the profiling run builds its dummy data, so an OOM ri
 from pathlib import Path
 
 import pytest
-from _triage_synth import Case, verdict_of
+from _triage_synth import Case, checked_verdict
 
 READY = "(APIServer pid=7) INFO 11-04 12:20:01 [api_server.py:1520] Starting vLLM API server 0 on http://0.0.0.0:8000\n"
 V1 = "(APIServer pid=7) INFO 11-04 12:{mm}:52 [loggers.py:127] Engine 000: Avg prompt throughput: {p} tokens/s, "
@@ -110,9 +110,6 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_session9_class(name: str, tmp_path: Path) -> None:
     case = CASES[name]
-    verdict = verdict_of(name, case, tmp_path)
-    assert (verdict.phase, verdict.is_oom) == (case.phase, case.is_oom)
-    if case.confidence:
-        assert verdict.confidence == case.confidence
+    verdict = checked_verdict(name, case, tmp_path)
     if case.phase == "timeout":
         assert "0 tokens/s" in verdict.summary and any("Running:" in e.text for e in verdict.evidence)

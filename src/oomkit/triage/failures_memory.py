@@ -94,6 +94,11 @@ MEMORY_FAILURES: tuple[Failure, ...] = (
             # "CompileTimeHbmOom"), and Tenstorrent tt-metal's allocator (bank_manager.cpp: "Out of Memory: Not
             # enough space to allocate 268435456 B DRAM buffer across 12 banks")
             r"|RESOURCE_EXHAUSTED: .{0,80}?CompileTime\w*Oom\b|Out of Memory: Not enough space to allocate \d+ B \w+ buffer"
+            # PyTorch's caching allocator, when cudaMalloc fails where NVML cannot be queried (MIG slices,
+            # containers, Jetson), trips its own assert in the out-of-memory path instead of raising the OOM
+            # (pytorch/pytorch#112377, #185240): "NVML_SUCCESS == r INTERNAL ASSERT FAILED at
+            # ".../CUDACachingAllocator.cpp":1131". Not the nvmlInit_v2_() assert, which fails at start.
+            r"|NVML_SUCCESS == r INTERNAL ASSERT FAILED"
         ),
         "oom",
         _OOM_CTX,
@@ -104,7 +109,8 @@ MEMORY_FAILURES: tuple[Failure, ...] = (
         f"{V} §3 E-TORCHOOM/E-OOMOTHER; torch_npu (vllm-ascend) 'NPU out of memory'; XLA RESOURCE_EXHAUSTED "
         "(tensorflow/compiler/xla: 'Attempting to allocate/reserve ... That was not possible'; TPU compile-time "
         "'CompileTimeScopedVmemOom'); tt-metal tt_metal/impl/allocator/bank_manager.cpp ('Out of Memory: Not enough "
-        "space to allocate')",
+        "space to allocate'); PyTorch's allocator's NVML assert on its OOM path (pytorch/pytorch#112377, #185240; "
+        "fal-ai/fal#478)",
     ),
     Failure(
         "E-CPUALLOC",

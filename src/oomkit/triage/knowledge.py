@@ -131,7 +131,12 @@ def match_message(text: str) -> MessageRow | None:
 
 def match_messages(text: str) -> tuple[MessageRow, ...]:
     """Every template that matches the line with the most literal text: the same message is often
-    raised in several places (one helper per kernel family), each with its own function and phase."""
+    raised in several places (one helper per kernel family), each with its own function and phase.
+    A message quoted only up to the end of one of its sentences matches the templates it begins."""
+    return _whole_matches(text) or _cut_matches(text)
+
+
+def _whole_matches(text: str) -> tuple[MessageRow, ...]:
     tables = _tables()
     best: list[MessageRow] = []
     for word in sorted(set(WORD.findall(text))):
@@ -143,6 +148,50 @@ def match_messages(text: str) -> tuple[MessageRow, ...]:
                 continue
             best = [*best, row] if best and row.literal_chars == best[0].literal_chars else [row]
     return tuple(best)
+
+
+SENTENCE_END = re.escape(". ")
+"""Where a sentence of a mined template ends (the patterns are re.escape'd literal runs joined by `.*?`)."""
+CUT_AT_SENTENCE = re.compile(r"\.\s*$")
+MIN_CUT_LITERAL_CHARS = 30
+"""A cut message names a template only when its sentences hold this much literal text of it."""
+
+
+def _cut_matches(text: str) -> tuple[MessageRow, ...]:
+    """The templates whose leading sentences are the whole message (an excerpt or an issue that quotes
+    "ValueError: max_num_seqs (1024) exceeds available Mamba cache blocks (969)." and not the advice after
+    it), with the most literal text. Only messages that end a sentence at the end of the line."""
+    if not CUT_AT_SENTENCE.search(text):
+        return ()
+    best: list[MessageRow] = []
+    best_chars = 0
+    cuts = _cuts()
+    for word in sorted(set(WORD.findall(text))):
+        for number, pattern, chars in cuts.get(word, ()):
+            row = _tables().messages[number]
+            if chars < best_chars or row in best or not _compiled(pattern).search(text):
+                continue
+            best, best_chars = ([*best, row], chars) if chars == best_chars else ([row], chars)
+    return tuple(best)
+
+
+@cache
+def _cuts() -> dict[str, tuple[tuple[int, str, int], ...]]:
+    """Every leading run of whole sentences of every template (its last sentence excluded: that is the
+    whole template), filed under the run's rarest word like the templates, with its literal length."""
+    messages = _tables().messages
+    frequency = Counter(w for row in messages for w in set(WORD.findall(re.sub(r"\\(.)", r"\1", row.pattern))))
+    index: dict[str, list[tuple[int, str, int]]] = {}
+    for number, row in enumerate(messages):
+        parts = row.pattern.split(SENTENCE_END)
+        for end in range(1, len(parts)):
+            lead = SENTENCE_END.join(parts[:end])
+            literal = re.sub(r"\\(.)", r"\1", lead.replace(".*?", ""))
+            words = set(WORD.findall(literal))
+            if len(literal) >= MIN_CUT_LITERAL_CHARS and words:
+                cut = (number, lead + r"\.\s*$", len(literal) + 1)
+                index.setdefault(min(words, key=lambda w: (frequency[w], w)), []).append(cut)
+    return {word: tuple(cuts) for word, cuts in index.items()}
 
 
 def frame_phase(path: str, function: str) -> FrameRow | None:

@@ -13,6 +13,7 @@ from oomkit.triage.quiet import no_failure_verdict, pressure_verdict
 from oomkit.triage.rules import PHASES
 from oomkit.triage.verdict_explicit import explicit
 from oomkit.triage.verdict_make import Conclusion, make_verdict, wrapper_hits
+from oomkit.triage.verdict_warmup import warmup_evidence
 
 
 def decide(t: Triage) -> Verdict:
@@ -47,7 +48,7 @@ def _from_hit(t: Triage, hit: Hit, hits: list[Hit]) -> Verdict:
     phase, confidence, reason = explicit(hit)
     decided: DecidedBy = "template" if phase == rule.phase else decided_by(hit)
     if phase is None:
-        phase, confidence, reason = _context_phase(hit, t.facts.figures, _in_sampler(t, hit), _budget(t))
+        phase, confidence, reason = _context_phase(hit, t.facts.figures, warmup_evidence(t, hit, hits), _budget(t))
         decided = decided_by(hit)
     elif phase == "not_oom_other" and rule.cls == "crash" and (framed := _placed_startup(hit)):
         # The decision order puts the failing frames, then the last start-up marker, before the
@@ -77,12 +78,13 @@ def decided_by(hit: Hit) -> DecidedBy:
 
 
 def _context_phase(
-    hit: Hit, figures: Mapping[str, FigureValue] | None = None, in_sampler: bool = False, budget: float | None = None
+    hit: Hit, figures: Mapping[str, FigureValue] | None = None, warmup: str | None = None, budget: float | None = None
 ) -> tuple[str, str, str]:
-    """`budget`: the gpu_memory_utilization fraction the log's settings name, if any."""
+    """`warmup`: why the error may be V1's sampler warm-up (verdict_warmup); `budget`: the
+    gpu_memory_utilization fraction the log's settings name, if any."""
     phase, source = hit.context_phase, hit.context_source
     if phase is None or phase == "timeout":  # a memory error is not placed by a wait it interrupted
-        return _placeless(hit, figures or {}, in_sampler, budget)
+        return _placeless(hit, figures or {}, warmup, budget)
     if phase == "serving":
         hint = hit.prefill_hint
         phase = "serving_decode" if hint == "decode" else "serving_prefill"
@@ -104,7 +106,7 @@ def _context_phase(
 
 
 def _placeless(
-    hit: Hit, figures: Mapping[str, FigureValue], in_sampler: bool = False, budget: float | None = None
+    hit: Hit, figures: Mapping[str, FigureValue], warmup: str | None = None, budget: float | None = None
 ) -> tuple[str, str, str]:
     """A memory error with no marker or frame around it: what its own numbers imply, else unknown."""
     if hit.rule.cls == "oom_host":  # host RAM peaks while weights are read into memory
@@ -140,16 +142,17 @@ def _placeless(
             ),
         )
     private = _gib(figures, "oom_private_pools_gib")
-    if private and hit.rule.is_oom and in_sampler and not hit.after_ready:
-        # V1 (0.8.5 on) warms the sampler up after capture_model, at max_num_seqs dummy requests, so
-        # that serving never allocates more there (gpu_worker.compile_or_warm_up_model): an OOM in
-        # the sampler with graphs already captured and no ready line is that warm-up.
+    if private and hit.rule.is_oom and warmup and not hit.after_ready:
+        # V1 warms the sampler up after capture_model, at max_num_seqs dummy requests, so that
+        # serving never allocates more there (gpu_worker.compile_or_warm_up_model): an OOM with
+        # graphs already captured, no ready line and the sampler's frames or a failed start-up is
+        # that warm-up.
         return (
             "memory_profiling",
             "low",
             (
-                f"CUDA graphs already held {private:g} GiB and the failing frames are the sampler's, with no "
-                "ready line: V1's sampler warm-up, which runs after graph capture"
+                f"CUDA graphs already held {private:g} GiB and {warmup}, with no ready line: V1's sampler "
+                "warm-up, which runs after graph capture"
             ),
         )
     if private and hit.rule.is_oom:
@@ -391,10 +394,3 @@ def _before_loading(t: Triage, hit: Hit) -> str | None:
         return None
     reached = {entry.phase for entry in t.state.timeline}
     return None if "weight_loading" in reached else "environment"
-
-
-def _in_sampler(t: Triage, hit: Hit) -> bool:
-    """The failing process's innermost vLLM frame is V1's sampler (vllm/v1/sample/)."""
-    stack = t.state.frames.get(hit.pid) or t.state.frames.get(None) or []
-    inner = next((frame for frame in reversed(stack) if "/vllm/" in frame), "")
-    return "/vllm/v1/sample/" in inner

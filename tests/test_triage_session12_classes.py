@@ -1,0 +1,89 @@
+"""Classes of session 12 (issue 13). PyTorch's caching allocator, when cudaMalloc fails where NVML cannot be
+queried (MIG slices, containers), trips "NVML_SUCCESS == r INTERNAL ASSERT FAILED" on its out-of-memory path
+(reportProcessMemoryInfo; pytorch/pytorch#112377, #185240) instead of raising the OOM: that assert is memory,
+its init-time sibling (`nvmlInit_v2_()`) is not. A message quoted only up to the end of one of its sentences
+is found by the template it begins. A device OOM with CUDA graphs already captured and no ready line is V1's
+sampler warm-up also when a traceback beside it (the engine's) is in compile_or_warm_up_model, or the engine
+says its start-up failed; with nothing of the kind it stays a serving OOM."""
+
+from pathlib import Path
+
+import pytest
+from _triage_synth import Case, checked_verdict, frames
+
+from oomkit.triage.knowledge import match_messages
+
+OOM_GRAPHS = (
+    "(VllmWorker rank=0 pid=2961) ERROR 03-19 07:27:53 [multiproc_executor.py:375] torch.OutOfMemoryError: CUDA out "
+    "of memory. Tried to allocate 1.74 GiB. GPU 0 has a total capacity of 23.57 GiB of which 594.88 MiB is free. "
+    "Process 133267 has 22.97 GiB memory in use. Of the allocated memory 20.21 GiB is allocated by PyTorch, with "
+    "128.00 MiB allocated in private pools (e.g., CUDA Graphs), and 1.07 GiB is reserved by PyTorch but unallocated.\n"
+)
+ENGINE = "ERROR 03-19 07:27:53 [core.py:340] "
+CASES = {
+    "nvml_assert_on_the_oom_path": Case(
+        'RuntimeError: NVML_SUCCESS == r INTERNAL ASSERT FAILED at "/pytorch/c10/cuda/CUDACachingAllocator.cpp":1154, '
+        "please report a bug to PyTorch.\n",
+        "weight_loading",
+        True,
+        "low",
+    ),
+    "nvml_init_assert_is_not_memory": Case(
+        "RuntimeError: NVML_SUCCESS == DriverAPI::get()->nvmlInit_v2_() INTERNAL ASSERT FAILED at "
+        '"../c10/cuda/CUDACachingAllocator.cpp":813, please report a bug to PyTorch.\n',
+        "not_oom_other",
+        False,
+    ),
+    "first_sentence_of_a_template": Case(
+        "ValueError: max_num_seqs (1024) exceeds available Mamba cache blocks (969).\n",
+        "kv_cache_allocation",
+        True,
+        "high",
+    ),
+    "graphs_captured_engine_in_warm_up": Case(
+        OOM_GRAPHS
+        + frames(
+            ENGINE,
+            ("vllm/v1/engine/core.py", "_initialize_kv_caches", "self.model_executor.initialize_from_config(kv)"),
+            (
+                "vllm/v1/executor/abstract.py",
+                "initialize_from_config",
+                'self.collective_rpc("compile_or_warm_up_model")',
+            ),
+            ("vllm/v1/executor/multiproc_executor.py", "collective_rpc", "raise e"),
+        )
+        + "[...]\n",
+        "memory_profiling",
+        True,
+        "low",
+    ),
+    "graphs_captured_start_up_failed": Case(
+        OOM_GRAPHS + "(EngineCore_DP0 pid=2900) ERROR 03-19 07:27:54 [core.py:340] EngineCore failed to start.\n",
+        "memory_profiling",
+        True,
+        "low",
+    ),
+    # nothing says start-up: with graphs held, a serving OOM
+    "graphs_captured_alone_is_serving": Case(OOM_GRAPHS, "serving_prefill", True, "low"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_session12_class(name: str, tmp_path: Path) -> None:
+    checked_verdict(name, CASES[name], tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("ValueError: max_num_seqs (256) exceeds available Mamba cache blocks (108).", True),
+        # not at a sentence's end: the message goes on, and the whole template must match
+        ("ValueError: max_num_seqs (256) exceeds available Mamba cache blocks (108). Something else.", False),
+        ("ValueError: max_num_seqs (256) exceeds available Mamba cache blocks", False),
+    ],
+)
+def test_a_message_cut_at_a_sentence_end_matches_its_template(text: str, found: bool) -> None:
+    rows = match_messages(text)
+    assert bool(rows) == found
+    if found:
+        assert rows[0].source.startswith("vllm/config/compilation.py:")
