@@ -1,7 +1,8 @@
 """Classes of session 12 (issue 13). PyTorch's caching allocator, when cudaMalloc fails where NVML cannot be
 queried (MIG slices, containers), trips "NVML_SUCCESS == r INTERNAL ASSERT FAILED" on its out-of-memory path
 (reportProcessMemoryInfo; pytorch/pytorch#112377, #185240) instead of raising the OOM: that assert is memory,
-its init-time sibling (`nvmlInit_v2_()`) is not. A message quoted only up to the end of one of its sentences
+its init-time sibling (`nvmlInit_v2_()`) is not. The model registry's refusal ("Model architectures [...] are not
+supported for now") is the environment also without its "ValueError: ". A message quoted only up to the end of one of its sentences
 is found by the template it begins. A device OOM with CUDA graphs already captured and no ready line is V1's
 sampler warm-up also when a traceback beside it (the engine's) is in compile_or_warm_up_model, or the engine
 says its start-up failed; with nothing of the kind it stays a serving OOM."""
@@ -62,6 +63,10 @@ CASES = {
         "memory_profiling",
         True,
         "low",
+    ),
+    # the model registry's refusal quoted without its exception class
+    "unprefixed_architecture_refusal": Case(
+        "Model architectures ['GlmForCausalLM'] are not supported for now.\n", "environment", False, "high"
     ),
     # nothing says start-up: with graphs held, a serving OOM
     "graphs_captured_alone_is_serving": Case(OOM_GRAPHS, "serving_prefill", True, "low"),

@@ -49,6 +49,9 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             r"User-specified max_model_len \(\d+\) is greater than the derived|does not recognize this architecture"
             r"|Unrecognized model in |requires you to execute the configuration file in that repo"
             r"|contains custom code which must be executed|Pipeline parallelism is not supported for this model"
+            # the model registry's refusal, often quoted without its "ValueError: " (and without the list of
+            # supported architectures that follows)
+            r"|Model architectures \[[^\]]*\] are not supported for now"
         ),
         "environment",
         "environment",
@@ -61,7 +64,8 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
         "recognize this architecture.",
         "vllm/config/model.py (ModelConfig: _get_and_verify_max_len 'greater than the derived', "
         "verify_with_parallel_config 'SupportsPP'); transformers/models/auto/configuration_auto.py (AutoConfig); "
-        "transformers/dynamic_module_utils.py (resolve_trust_remote_code)",
+        "transformers/dynamic_module_utils.py (resolve_trust_remote_code); vllm/model_executor/models/registry.py "
+        "(_ModelRegistry._raise_for_unsupported)",
     ),
     Failure(
         "E-BACKEND",
