@@ -153,7 +153,7 @@ def _whole_matches(text: str) -> tuple[MessageRow, ...]:
 SENTENCE_END = re.escape(". ")
 """Where a sentence of a mined template ends (the patterns are re.escape'd literal runs joined by `.*?`)."""
 CUT_AT_SENTENCE = re.compile(r"\.\s*$")
-MIN_CUT_LITERAL_CHARS = 30
+MIN_CUT_LITERAL_CHARS = 40
 """A cut message names a template only when its sentences hold this much literal text of it."""
 
 
