@@ -263,6 +263,7 @@ class _Visitor(ast.NodeVisitor):
         self.scope: list[str] = []
         self.templates: list[Template] = []
         self.functions: list[FunctionInfo] = []
+        self.assigned: list[dict[str, list[ast.expr]]] = []  # per enclosing function: its local names' values
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self.scope.append(node.name)
@@ -271,9 +272,11 @@ class _Visitor(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self.scope.append(node.name)
+        self.assigned.append(_assigned_names(node))
         calls = frozenset(name for sub in ast.walk(node) if isinstance(sub, ast.Call) and (name := _callee(sub)))
         self.functions.append(FunctionInfo(self.module, ".".join(self.scope), calls))
         self.generic_visit(node)
+        self.assigned.pop()
         self.scope.pop()
 
     visit_AsyncFunctionDef = visit_FunctionDef  # noqa: N815 - ast.NodeVisitor's naming
@@ -291,12 +294,36 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _add(self, message: ast.expr, level: str | None, exception: str | None) -> None:
+        if isinstance(message, ast.Name) and self.assigned:
+            # `msg = f"..."` then `raise ValueError(msg)` / `logger.error(msg)`: each value the function
+            # gives that name is a message it may print (one level: a name of a name is not followed).
+            for value in self.assigned[-1].get(message.id, ()):
+                if not isinstance(value, ast.Name):
+                    self._add(value, level, exception)
+            return
         literal = _literal_parts(message)
         if literal is None:
             return
         template = Template(tuple(literal), level, exception, self.module, ".".join(self.scope) or "<module>")
         if template.literal_chars >= MIN_LITERAL_CHARS:
             self.templates.append(template)
+
+
+def _assigned_names(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list[ast.expr]]:
+    """The values a function assigns to plain local names, in its own body (not in the functions,
+    classes or lambdas it defines)."""
+    out: dict[str, list[ast.expr]] = {}
+    todo: list[ast.AST] = list(func.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            continue
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            out.setdefault(node.targets[0].id, []).append(node.value)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            out.setdefault(node.target.id, []).append(node.value)
+        todo.extend(ast.iter_child_nodes(node))
+    return out
 
 
 def _callee(call: ast.Call) -> str | None:
