@@ -34,8 +34,8 @@ EXPECTED = {
     "oom_kv_alloc.log": ("kv_cache_allocation", True, {"oom_tried_bytes": 4293918720}),
     "as_limit_ok_then_shutdown.log": ("healthy", False, {}),  # clean stop that logs EngineDeadError
     "pressure_long.log": ("cache_pressure", False, {}),
-    "llama_retention_rejected.log": ("not_oom_other", False, {}),
-    "hybrid_retention_not_multiple.log": ("not_oom_other", False, {}),
+    "llama_retention_rejected.log": ("environment", False, {}),  # a setting refused at start-up
+    "hybrid_retention_not_multiple.log": ("environment", False, {}),
     "kimilinear_no_prefix_caching.log": ("environment", False, {}),  # No module named 'cutlass'
     "hybrid_qwen3next_ready.log": ("healthy", False, {"block_size": 256}),
     "tools_default.log": ("healthy", False, {}),  # tool-parser tracebacks are per-request, not fatal

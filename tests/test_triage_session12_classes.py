@@ -2,7 +2,10 @@
 queried (MIG slices, containers), trips "NVML_SUCCESS == r INTERNAL ASSERT FAILED" on its out-of-memory path
 (reportProcessMemoryInfo; pytorch/pytorch#112377, #185240) instead of raising the OOM: that assert is memory,
 its init-time sibling (`nvmlInit_v2_()`) is not. The model registry's refusal ("Model architectures [...] are not
-supported for now") is the environment also without its "ValueError: ". A message quoted only up to the end of one of its sentences
+supported for now", and "is not a registered model in the Transformers library") is the environment also without
+its "ValueError: ", as is any setting vLLM refuses at start-up (argparse's "error: argument", the config's
+validation): the corpus files those under environment. PyTorch's "NCCL Error 3: internal error" is NCCL's.
+vllm-ascend's KV budget line ("Available memory: 0, total memory: N") is the KV-sizing marker. A message quoted only up to the end of one of its sentences
 is found by the template it begins. A device OOM with CUDA graphs already captured and no ready line is V1's
 sampler warm-up also when a traceback beside it (the engine's) is in compile_or_warm_up_model, or the engine
 says its start-up failed; with nothing of the kind it stays a serving OOM."""
@@ -67,6 +70,35 @@ CASES = {
     # the model registry's refusal quoted without its exception class
     "unprefixed_architecture_refusal": Case(
         "Model architectures ['GlmForCausalLM'] are not supported for now.\n", "environment", False, "high"
+    ),
+    "transformers_registry_refusal": Case(
+        "ValueError: Cannot find model module. 'MiniMaxM1ForCausalLM' is not a registered model in the Transformers "
+        "library (only relevant if the model is meant to be in Transformers) and 'AutoModel' is not present in the "
+        "model config's 'auto_map' (relevant if the model is meant to be in Transformers).\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "cli_argument_refused": Case(
+        "vllm serve: error: argument --tool-call-parser: invalid choice: 'glm45' (choose from 'deepseek_v3', "
+        "'glm4_moe', 'hermes')\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "nccl_error_numbered": Case(
+        "(RayWorkerWrapper pid=23558, ip=10.0.128.18) ERROR 07-28 13:53:40 worker_base.py:382] RuntimeError: NCCL "
+        "Error 3: internal error - please report this issue to the NCCL developers\n",
+        "network_communication",
+        False,
+        "high",
+    ),
+    "ascend_kv_budget_then_failed_start": Case(
+        "(Worker_TP0 pid=552) INFO 10-28 21:14:49 [worker_v1.py:259] Available memory: 0, total memory: 65452113920\n"
+        "(EngineCore_DP0 pid=415) ERROR 10-28 21:14:49 [core.py:708] EngineCore failed to start.\n",
+        "kv_cache_allocation",
+        False,
+        "low",
     ),
     # nothing says start-up: with graphs held, a serving OOM
     "graphs_captured_alone_is_serving": Case(OOM_GRAPHS, "serving_prefill", True, "low"),

@@ -52,6 +52,9 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # the model registry's refusal, often quoted without its "ValueError: " (and without the list of
             # supported architectures that follows)
             r"|Model architectures \[[^\]]*\] are not supported for now"
+            # the registry's refusal of an architecture it cannot resolve through Transformers either
+            # (registry.py _try_resolve_transformers, 0.9-0.14)
+            r"|is not a registered model in the Transformers library"
         ),
         "environment",
         "environment",

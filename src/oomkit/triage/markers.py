@@ -152,11 +152,14 @@ MARKERS: tuple[Marker, ...] = (
         "R-AVAIL",
         rx(
             r"^(?:Available KV cache memory: -?[\d.]+ GiB|Initial free memory [\d.]+ GiB, reserved|(?:Auto|Explicitly) set \([\d.]+/[\d.]+\) GiB for KV cache|CUDA graph memory profiling is enabled|.*the rest of the memory reserved for KV Cache)"
+            # vllm-ascend's worker reports the KV budget in bytes ("Available memory: 0, total memory: 65452113920")
+            r"|^Available memory: -?\d+, total memory: \d+$"
         ),
         "kv_cache_allocation",
         "kv_cache_allocation",
         "Available KV cache memory: 52.3 GiB",
-        f"{V} §2.3 R-AVAIL/R-KVBYTES/R-CPUKV",
+        f"{V} §2.3 R-AVAIL/R-KVBYTES/R-CPUKV; vllm-ascend worker_v1.py (NPUWorker.determine_available_memory) as its "
+        "logs print it",
     ),
     Marker(
         "R-KVPLAN",
