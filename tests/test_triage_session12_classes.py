@@ -100,6 +100,12 @@ CASES = {
         False,
         "low",
     ),
+    "auto_weights_loader_unknown_parameter": Case(
+        "ValueError: There is no module or parameter named 'embed_tokens' in LlamaForCausalLM\n",
+        "weight_loading",
+        False,
+        "high",
+    ),
     # nothing says start-up: with graphs held, a serving OOM
     "graphs_captured_alone_is_serving": Case(OOM_GRAPHS, "serving_prefill", True, "low"),
 }

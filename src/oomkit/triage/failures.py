@@ -214,6 +214,8 @@ FAILURES: tuple[Failure, ...] = (
             r"Cannot find any model weights|SafetensorError|Error while deserializing header|No such file or directory: '[^']*\.safetensors'|ValueError: No supported weights? (?:files? )?found"
             # a checkpoint tensor the model has no parameter for: load_weights' `params_dict[name]`
             r"|^KeyError: '(?:\w+\.)+(?:\w*weight\w*|bias|qweight|qzeros|scales|g_idx|\w+_scale(?:_inv)?)'"
+            # the same, through AutoWeightsLoader (models/utils.py _load_module, every release 0.6.6-0.34)
+            r"|There is no module or parameter named '[^']+' in \w+"
         ),
         "config",
         "weight_loading",
@@ -222,7 +224,8 @@ FAILURES: tuple[Failure, ...] = (
         "the weight files are missing, of another format than asked for, or corrupt",
         "RuntimeError: Cannot find any model weights with `/models/vicuna-13b`",
         "vllm/model_executor/model_loader/default_loader.py (_prepare_weights); safetensors' deserialising errors; "
-        "the models' load_weights (`param = params_dict[name]`, e.g. vllm/model_executor/models/llama.py)",
+        "the models' load_weights (`param = params_dict[name]`, e.g. vllm/model_executor/models/llama.py); "
+        "AutoWeightsLoader._load_module (vllm/model_executor/models/utils.py)",
     ),
     Failure(
         "E-CONFIG",
