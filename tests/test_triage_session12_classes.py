@@ -5,7 +5,8 @@ its init-time sibling (`nvmlInit_v2_()`) is not. The model registry's refusal ("
 supported for now", and "is not a registered model in the Transformers library") is the environment also without
 its "ValueError: ", as is any setting vLLM refuses at start-up (argparse's "error: argument", the config's
 validation): the corpus files those under environment. PyTorch's "NCCL Error 3: internal error" is NCCL's.
-vllm-ascend's KV budget line ("Available memory: 0, total memory: N") is the KV-sizing marker. A message quoted only up to the end of one of its sentences
+vllm-ascend's KV budget line ("Available memory: 0, total memory: N") is the KV-sizing marker. A segfault whose
+faulting function is NCCL's, and a Ray worker that cannot register with its raylet, are the network. A message quoted only up to the end of one of its sentences
 is found by the template it begins. A device OOM with CUDA graphs already captured and no ready line is V1's
 sampler warm-up also when a traceback beside it (the engine's) is in compile_or_warm_up_model, or the engine
 says its start-up failed; with nothing of the kind it stays a serving OOM."""
@@ -103,6 +104,27 @@ CASES = {
     "auto_weights_loader_unknown_parameter": Case(
         "ValueError: There is no module or parameter named 'embed_tokens' in LlamaForCausalLM\n",
         "weight_loading",
+        False,
+        "high",
+    ),
+    "segfault_in_nccl": Case(
+        "(RayWorkerWrapper pid=5993) *** SIGSEGV received at time=1722289279 on cpu 61 ***\n"
+        "(RayWorkerWrapper pid=5993) PC: @     0x7f0c73d2944a  (unknown)  addProxyOpIfNeeded()\n",
+        "network_communication",
+        False,
+        "high",
+    ),
+    "segfault_elsewhere_is_a_crash": Case(
+        "(RayWorkerWrapper pid=5993) *** SIGSEGV received at time=1722289279 on cpu 61 ***\n"
+        "(RayWorkerWrapper pid=5993) PC: @     0x7f0c73d2944a  (unknown)  at::native::index_select()\n",
+        "not_oom_other",
+        False,
+    ),
+    "ray_worker_cannot_join_raylet": Case(
+        "[2024-06-13 16:11:51,588 E 13261 13261] core_worker.cc:228: Failed to register worker "
+        "01000000ffffffffffffffffffffffffffffffffffffffffffffffff to Raylet. IOError: [RayletClient] Unable to "
+        "register worker with raylet. No such file or directory\n",
+        "network_communication",
         False,
         "high",
     ),

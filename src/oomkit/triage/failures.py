@@ -27,6 +27,9 @@ FAILURES: tuple[Failure, ...] = (
             rf"|{CUSTOM_ALLREDUCE.pattern}"
             # PyTorch's NCCL heartbeat monitor: the watchdog itself hung in a collective (ProcessGroupNCCL.cpp)
             r"|Heartbeat monitor timed out|watchdog got stuck for \d+ seconds"
+            # a native crash whose faulting function is NCCL's (abseil's signal handler, via Ray, prints the PC's
+            # symbol: "PC: @ 0x7f0c73d2944a (unknown) addProxyOpIfNeeded()"): the collective's transport failed
+            r"|PC: @ +0x[0-9a-f]+ .*\b(?:nccl\w+|addProxyOpIfNeeded|ncclProxy\w*)\(\)"
         ),
         "network",
         "network_communication",
@@ -37,7 +40,8 @@ FAILURES: tuple[Failure, ...] = (
         f"{V} §3 E-NCCL/E-NCCLWD; recipe note on mlx5dv_reg_dmabuf_mr; PyTorch c10d TCPStore server "
         "('Timed out after N seconds waiting for clients. M/W clients joined.')"
         "; rdma-core providers/mlx5 ('mlx5: HOST: got completion with error:'); vLLM csrc/custom_all_reduce.cuh "
-        "CUDACHECK ('Failed: Cuda error %s:%d '%s'')",
+        "CUDACHECK ('Failed: Cuda error %s:%d '%s''); abseil failure_signal_handler.cc's 'PC: @' line with an NCCL "
+        "symbol",
         excludes=("E-CPUALLOC",),
     ),  # "ibv_reg_mr failed: Cannot allocate memory" is pinned memory (memlock), not host RAM
     Failure(
@@ -131,6 +135,19 @@ FAILURES: tuple[Failure, ...] = (
         "vllm/executor/ray_gpu_executor.py and ray_distributed_executor.py (_init_workers_ray); Ray autoscaler "
         "(infeasible resource request); vllm/executor/ray_utils.py (_wait_until_pg_ready, 0.6-0.10: the "
         "placement-group wait gave up after PG_WAIT_TIMEOUT)",
+    ),
+    Failure(
+        "E-RAYWORKER",
+        rx(r"Failed to register worker (?:\w+ )?to Raylet|Unable to register worker with raylet"),
+        "network",
+        "network_communication",
+        False,
+        60,
+        "a Ray worker process could not join its node's raylet: the Ray cluster (its sockets, session folder or "
+        "resources), not vLLM",
+        "core_worker.cc:496: Failed to register worker to Raylet: IOError: [RayletClient] Unable to register worker "
+        "with raylet. Failed to read data from the socket: End of file",
+        "Ray src/ray/core_worker/core_worker.cc (CoreWorker: 'Failed to register worker to Raylet')",
     ),
     Failure(
         "E-CORE-WAIT",
