@@ -5,7 +5,9 @@ its init-time sibling (`nvmlInit_v2_()`) is not. The model registry's refusal ("
 supported for now", and "is not a registered model in the Transformers library") is the environment also without
 its "ValueError: ", as is any setting vLLM refuses at start-up (argparse's "error: argument", the config's
 validation): the corpus files those under environment. PyTorch's "NCCL Error 3: internal error" is NCCL's.
-vllm-ascend's KV budget line ("Available memory: 0, total memory: N") is the KV-sizing marker. A segfault whose
+vllm-ascend's KV budget line ("Available memory: 0, total memory: N") is the KV-sizing marker. Pydantic refusing one of
+vLLM's config classes is such a setting; refusing a request's or a response's model is not. V0's background-loop
+callback ("Exception in callback functools.partial(<function _raise_exception_on_finish") is a crash. A segfault whose
 faulting function is NCCL's, and a Ray worker that cannot register with its raylet, are the network. A message quoted only up to the end of one of its sentences
 is found by the template it begins. A device OOM with CUDA graphs already captured and no ready line is V1's
 sampler warm-up also when a traceback beside it (the engine's) is in compile_or_warm_up_model, or the engine
@@ -127,6 +129,27 @@ CASES = {
         "network_communication",
         False,
         "high",
+    ),
+    "config_class_validation": Case(
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for VllmConfig\n",
+        "environment",
+        False,
+        "high",
+    ),
+    # pydantic refusing a response object is the API layer while serving, not a setting
+    "response_validation_is_a_crash": Case(
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for CompletionResponseChoice\n",
+        "not_oom_other",
+        False,
+    ),
+    "v0_background_loop_callback": Case(
+        "INFO 01-18 06:58:46 async_llm_engine.py:384] Received request cmpl-dfb5d2e7322a4697b8a0184901953e56: "
+        "prompt: 'MATCH DETAILS'.\n"
+        "INFO 01-18 06:58:47 async_llm_engine.py:134] Aborted request cmpl-6bd865032aef41c6b135d86278e38264.\n"
+        "Exception in callback functools.partial(<function _raise_exception_on_finish at 0x7f2546afeef0>, "
+        "request_tracker=<vllm.engine.async_llm_engine.RequestTracker object at 0x7f254408e9b0>)\n",
+        "not_oom_other",
+        False,
     ),
     # nothing says start-up: with graphs held, a serving OOM
     "graphs_captured_alone_is_serving": Case(OOM_GRAPHS, "serving_prefill", True, "low"),

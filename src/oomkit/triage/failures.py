@@ -247,7 +247,10 @@ FAILURES: tuple[Failure, ...] = (
     Failure(
         "E-CONFIG",
         rx(
-            r"prefix_cache_retention_interval .*(?:is set but|must be)|--mamba-block-size can only be set|tool choice requires --enable-auto-tool-choice|--enable-auto-tool-choice requires tool_parser|unrecognized arguments:|error: argument |pydantic_core\._pydantic_core\.ValidationError|ValidationError: \d+ validation error"
+            r"prefix_cache_retention_interval .*(?:is set but|must be)|--mamba-block-size can only be set|tool choice requires --enable-auto-tool-choice|--enable-auto-tool-choice requires tool_parser|unrecognized arguments:|error: argument "
+            # pydantic's refusal of one of vLLM's config classes (VllmConfig, ModelConfig, ...), not of a request's or
+            # a response's model (CompletionResponseChoice: the API layer while serving)
+            r"|ValidationError: \d+ validation errors? for \w*Config\b"
         ),
         "config",
         # the corpus's phase vocabulary (corpus/README.md): arguments and settings refused before any engine
@@ -304,6 +307,8 @@ FAILURES: tuple[Failure, ...] = (
         rx(
             r"Engine core initialization failed|EngineCore failed to start|WorkerProc failed to start|WorkerProc initialization failed|WorkerProc hit an exception|EngineCore encountered a fatal error|EngineCore hit an exception|EngineDeadError|AsyncLLM output_handler failed|Engine background task failed|Engine process failed to start|Worker failed with error"
             r"|Exception in worker \S+ while processing method"
+            # V0's AsyncLLMEngine: asyncio reports the background loop's exception through its done-callback
+            r"|Exception in callback functools\.partial\(<function _raise_exception_on_finish"
         ),
         "wrapper",
         None,
