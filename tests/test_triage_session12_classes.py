@@ -7,7 +7,8 @@ its "ValueError: ", as is any setting vLLM refuses at start-up (argparse's "erro
 validation): the corpus files those under environment. PyTorch's "NCCL Error 3: internal error" is NCCL's.
 vllm-ascend's KV budget line ("Available memory: 0, total memory: N") is the KV-sizing marker. Pydantic refusing one of
 vLLM's config classes is such a setting; refusing a request's or a response's model is not. V0's background-loop
-callback ("Exception in callback functools.partial(<function _raise_exception_on_finish") is a crash. A segfault whose
+callback ("Exception in callback functools.partial(<function _raise_exception_on_finish") is a crash. A traceback in
+vLLM's structured output (a request's grammar) is serving. A segfault whose
 faulting function is NCCL's, and a Ray worker that cannot register with its raylet, are the network. A message quoted only up to the end of one of its sentences
 is found by the template it begins. A device OOM with CUDA graphs already captured and no ready line is V1's
 sampler warm-up also when a traceback beside it (the engine's) is in compile_or_warm_up_model, or the engine
@@ -150,6 +151,18 @@ CASES = {
         "request_tracker=<vllm.engine.async_llm_engine.RequestTracker object at 0x7f254408e9b0>)\n",
         "not_oom_other",
         False,
+    ),
+    # a request's grammar is compiled while serving: a cut traceback there is a serving crash
+    "structured_output_cut": Case(
+        frames(
+            "ERROR 04-21 00:33:55 [core.py:387] ",
+            ("vllm/v1/structured_output/request.py", "_check_grammar_completion", "self._grammar.result(timeout=1e-4)"),
+            ("vllm/v1/structured_output/backend_xgrammar.py", "compile_grammar", "ctx = self.compiler.compile(s)"),
+        )
+        + "[...]\n",
+        "not_oom_other",
+        False,
+        "low",
     ),
     # nothing says start-up: with graphs held, a serving OOM
     "graphs_captured_alone_is_serving": Case(OOM_GRAPHS, "serving_prefill", True, "low"),

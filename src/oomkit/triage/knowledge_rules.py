@@ -21,6 +21,13 @@ MODULE_PHASES: tuple[tuple[re.Pattern[str], str, str], ...] = (
     ),
     (re.compile(r"/vllm/model_executor/model_loader/"), "weight_loading", "vllm/model_executor/model_loader"),
     (
+        # a request's grammar is compiled and advanced only for requests (the mined call graph does not reach
+        # these through the grammar's property and future accessors)
+        re.compile(r"/vllm/v1/structured_output/|/vllm/model_executor/guided_decoding/"),
+        "serving",
+        "vllm/v1/structured_output (V1) and vllm/model_executor/guided_decoding (V0): per-request grammars",
+    ),
+    (
         re.compile(r"/vllm/compilation/cuda_graph\.py|/vllm/worker/model_runner\.py::capture"),
         "cudagraph_capture",
         "vllm/compilation/cuda_graph.py (CUDAGraphWrapper)",
