@@ -53,7 +53,7 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # supported architectures that follows)
             r"|Model architectures \[[^\]]*\] are not supported for now"
             # the registry's refusal of an architecture it cannot resolve through Transformers either
-            # (registry.py _try_resolve_transformers, 0.9-0.14)
+            # (registry.py _ModelRegistry._try_resolve_transformers, 0.10-0.34)
             r"|is not a registered model in the Transformers library"
         ),
         "environment",
@@ -68,7 +68,7 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
         "vllm/config/model.py (ModelConfig: _get_and_verify_max_len 'greater than the derived', "
         "verify_with_parallel_config 'SupportsPP'); transformers/models/auto/configuration_auto.py (AutoConfig); "
         "transformers/dynamic_module_utils.py (resolve_trust_remote_code); vllm/model_executor/models/registry.py "
-        "(_ModelRegistry._raise_for_unsupported)",
+        "(_ModelRegistry._raise_for_unsupported, _try_resolve_transformers)",
     ),
     Failure(
         "E-BACKEND",
