@@ -1,18 +1,18 @@
-"""Classes of session 12 (issue 13). PyTorch's caching allocator, when cudaMalloc fails where NVML cannot be
-queried (MIG slices, containers), trips "NVML_SUCCESS == r INTERNAL ASSERT FAILED" on its out-of-memory path
-(reportProcessMemoryInfo; pytorch/pytorch#112377, #185240) instead of raising the OOM: that assert is memory,
-its init-time sibling (`nvmlInit_v2_()`) is not. The model registry's refusal ("Model architectures [...] are not
-supported for now", and "is not a registered model in the Transformers library") is the environment also without
-its "ValueError: ", as is any setting vLLM refuses at start-up (argparse's "error: argument", the config's
-validation): the corpus files those under environment. PyTorch's "NCCL Error 3: internal error" is NCCL's.
-vllm-ascend's KV budget line ("Available memory: 0, total memory: N") is the KV-sizing marker. Pydantic refusing one of
-vLLM's config classes is such a setting; refusing a request's or a response's model is not. V0's background-loop
-callback ("Exception in callback functools.partial(<function _raise_exception_on_finish") is a crash. A traceback in
-vLLM's structured output (a request's grammar) is serving. A segfault whose
-faulting function is NCCL's, and a Ray worker that cannot register with its raylet, are the network. A message quoted only up to the end of one of its sentences
-is found by the template it begins. A device OOM with CUDA graphs already captured and no ready line is V1's
-sampler warm-up also when a traceback beside it (the engine's) is in compile_or_warm_up_model, or the engine
-says its start-up failed; with nothing of the kind it stays a serving OOM."""
+"""Classes of session 12 (issue 13). PyTorch's caching allocator, when cudaMalloc fails where NVML cannot be queried
+(MIG slices, containers), trips "NVML_SUCCESS == r INTERNAL ASSERT FAILED" on its out-of-memory path
+(reportProcessMemoryInfo; pytorch/pytorch#112377, #185240) instead of raising the OOM: that assert is memory, its
+init-time sibling (`nvmlInit_v2_()`) is not. The model registry's refusal ("Model architectures [...] are not
+supported for now", and "is not a registered model in the Transformers library") is the environment also without its
+"ValueError: ", as is any setting vLLM refuses at start-up (argparse's "error: argument", the config's validation):
+the corpus files those under environment. PyTorch's "NCCL Error 3: internal error" is NCCL's. vllm-ascend's KV
+budget line ("Available memory: 0, total memory: N") is the KV-sizing marker. Pydantic refusing one of vLLM's config
+classes is such a setting; refusing a request's or a response's model is not. V0's background-loop callback
+("Exception in callback functools.partial(<function _raise_exception_on_finish") is a crash. A traceback in vLLM's
+structured output (a request's grammar) is serving. A segfault whose faulting function is NCCL's, and a Ray worker
+that cannot register with its raylet, are the network. A message quoted only up to the end of one of its sentences
+is found by the template it begins. A device OOM with CUDA graphs already captured and no ready line is V1's sampler
+warm-up also when a traceback beside it (the engine's) is in compile_or_warm_up_model, or the engine says its
+start-up failed; with nothing of the kind it stays a serving OOM."""
 
 from pathlib import Path
 
