@@ -336,11 +336,20 @@ class Triage:
         for h in hits:
             if h.rule.cls == "wrapper" and h.context_source != "frames":
                 framed = self._frames_phase(h.pid, msg=h.evidence.text, answered=h.pid in answered)
+                framed = framed or self._elsewhere_phase(h.pid)
                 if framed and (framed != "serving" or h.context_phase is None):
                     h.context_phase, h.context_source = framed, "frames"
                     h.prefill_hint = h.prefill_hint or self._prefill_hint(h.pid, "")
         cut = self._cut_traceback(hits)
         return hits + [cut] if cut else hits
+
+    def _elsewhere_phase(self, pid: int | None) -> str | None:
+        """A wrapper whose own process's frames place nothing ("Engine core initialization failed. See root
+        cause above", a line that lost its process prefix) reports another process's failure: the start-up
+        step that the other processes' tracebacks agree on, if they name exactly one."""
+        phases = {self._frames_phase(other) for other in self.state.frames if other != pid}
+        phases.discard(None)
+        return phases.pop() if len(phases) == 1 else None
 
     def _read_cut_raise(self) -> None:
         """A traceback cut before its exception line whose innermost frame raises with a literal message: the

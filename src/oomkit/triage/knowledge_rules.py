@@ -21,6 +21,19 @@ MODULE_PHASES: tuple[tuple[re.Pattern[str], str, str], ...] = (
     ),
     (re.compile(r"/vllm/model_executor/model_loader/"), "weight_loading", "vllm/model_executor/model_loader"),
     (
+        # nn.Module constructors: vLLM builds a model's modules only while loading it (model_loader's
+        # `initialize_model` calls the model class, whose __init__ builds its layers, `make_layers` through a
+        # lambda; layers allocate their parameters in `create_weights`); serving calls `forward`
+        re.compile(
+            r"/vllm/(?:model_executor/)?models/\S+\.py::(?:__init__|<lambda>|make_layers)$"
+            r"|/vllm/model_executor/layers/\S+\.py::create_weights$"
+            # a quantization config's constructor also runs while the engine's settings are built
+            r"|/vllm/model_executor/layers/(?!quantization/)\S+\.py::__init__$"
+        ),
+        "weight_loading",
+        "vllm/model_executor/models and layers: module constructors, run by the model loader's initialize_model",
+    ),
+    (
         # a request's grammar is compiled and advanced only for requests (the mined call graph does not reach
         # these through the grammar's property and future accessors)
         re.compile(r"/vllm/v1/structured_output/|/vllm/model_executor/guided_decoding/"),
