@@ -5,7 +5,13 @@ the excerpt stops before the exception line; a quantization config's constructor
 engine's settings are built), and a model's `forward` is not (profiling, graph capture and serving all run it). A crash wrapper whose own process's frames place
 nothing ("WorkerProc hit an exception" quoted without its process prefix, the API server's "Engine core
 initialization failed. See root cause above" under its own launch frames) reports the other process's failure: the
-step its traceback is in, when the other processes' tracebacks name exactly one."""
+step its traceback is in, when the other processes' tracebacks name exactly one. An exception line that nothing placed,
+followed by a traceback of its process (a chained exception's outer traceback), is placed by that traceback's
+frames. vLLM's quantization capability check ("is not supported for the current GPU") and CUDA's
+cudaErrorNoKernelImageForDevice are the environment. Kernel faults on other accelerators (ROCm's "Memory access fault
+by GPU node-N", Habana's Synapse device-critical error, Ascend's "aicore execution is abnormal") are crashes, not
+memory. A TCPStore client losing its server is the network, as are the KV connectors' failed pulls and handshakes
+(NIXL, Mooncake); a bug in a connector's own code is not the network (its code runs in every step)."""
 
 from pathlib import Path
 
@@ -39,6 +45,21 @@ LAUNCH = frames(
 def cut(text: str) -> str:
     """The excerpt stops inside the traceback: its last frame, no exception line."""
     return text + "[...]\n"
+
+
+READY = "INFO 06-16 09:49:10 [launcher.py:29] Route: /v1/chat/completions, Methods: POST\nINFO:     Application startup complete.\n"
+CONNECTOR = "vllm/distributed/kv_transfer/kv_connector/v1/lmcache_connector.py"
+
+
+def worker_cut_in(step: str, call: str) -> str:
+    """A worker's traceback through its busy loop into the worker's `step`, cut at its call into the runner."""
+    return cut(
+        frames(
+            WORKER,
+            ("vllm/v1/executor/multiproc_executor.py", "worker_busy_loop", "output = func(*args, **kwargs)"),
+            ("vllm/v1/worker/gpu_worker.py", step, f"self.model_runner.{call}()"),
+        )
+    )
 
 
 CASES = {
@@ -81,14 +102,7 @@ CASES = {
         False,
     ),
     "wrapper_without_its_prefix_and_a_profiling_traceback": Case(
-        "WorkerProc hit an exception: %s\n"
-        + cut(
-            frames(
-                WORKER,
-                ("vllm/v1/executor/multiproc_executor.py", "worker_busy_loop", "output = func(*args, **kwargs)"),
-                ("vllm/v1/worker/gpu_worker.py", "determine_available_memory", "self.model_runner.profile_run()"),
-            )
-        ),
+        "WorkerProc hit an exception: %s\n" + worker_cut_in("determine_available_memory", "profile_run"),
         "memory_profiling",
         False,
         "low",
@@ -105,6 +119,73 @@ CASES = {
         "weight_loading",
         False,
         "low",
+    ),
+    "exception_then_its_chained_traceback": Case(
+        f"{WORKER}AttributeError: 'GDNAttentionMetadataBuilder' object has no attribute 'aclgraph_support'\n"
+        + worker_cut_in("compile_or_warm_up_model", "capture_model"),
+        "cudagraph_capture",
+        False,
+        "medium",
+    ),
+    "quantization_capability_check": Case(
+        "The quantization method awq is not supported for the current GPU. Minimum capability: 75. "
+        "Current capability: 70.\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "no_kernel_image_as_cuda_names_it": Case(
+        f"{CORE}Search for `cudaErrorNoKernelImageForDevice' in "
+        "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information.\n",
+        "environment",
+        False,
+    ),
+    "rocm_memory_access_fault": Case(
+        "Memory access fault by GPU node-6 (Agent handle: 0x501def90) on address 0x7f5e50c00000. Reason: Unknown.\n",
+        "not_oom_other",
+        False,
+    ),
+    "habana_device_critical_error": Case(
+        "Synapse detected a device critical error that requires a restart. Killing process in 5 seconds (hl: 6) "
+        "10:29:11 [No progress error]\n",
+        "not_oom_other",
+        False,
+    ),
+    "ascend_aicore_fault": Case(
+        "[ERROR] 2026-08-14-11:02:23 (PID:1588, Device:3, RankID:-1) ERR00100 PTA call acl api failed\n"
+        "[Error]: The aicore execution is abnormal.\n",
+        "not_oom_other",
+        False,
+    ),
+    "tcpstore_client_lost_its_server": Case(
+        "[rank30]:[W111 00:54:10.905768298 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(fd=99, "
+        "addr=[::ffff:10.0.0.2]:38760, remote=[::ffff:10.0.0.1]:42643): Failed to recv, got 0 bytes. Connection was "
+        "likely closed. Did the remote server shutdown or crash?\n",
+        "network_communication",
+        False,
+    ),
+    "nixl_transfer_failure_while_serving": Case(
+        READY + "(Worker_TP0 pid=2823482) ERROR 10-16 17:22:56 [nixl_connector.py:1815] NIXL transfer failure: "
+        "NIXL_ERR_REMOTE_DISCONNECT | Context: {'remote_engine_id': 'e1'}\n",
+        "network_communication",
+        False,
+        "high",
+    ),
+    "mooncake_transfer_failed_while_serving": Case(
+        READY + "(Worker_DP0_TP1_EP1 pid=782969) ERROR 03-31 02:49:30 [mooncake_connector.py:547] Mooncake transfer "
+        "failed for request chatcmpl-ba310df4\n",
+        "network_communication",
+        False,
+        "high",
+    ),
+    "a_bug_in_a_kv_connectors_code": Case(
+        frames(
+            "(EngineCore_DP0 pid=923955) ",
+            (CONNECTOR, "wait_for_save", "self._lmcache_engine.wait_for_save()"),
+        )
+        + "(EngineCore_DP0 pid=923955) AssertionError\n",
+        "not_oom_other",
+        False,
     ),
 }
 

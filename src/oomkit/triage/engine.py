@@ -340,6 +340,13 @@ class Triage:
                 if framed and (framed != "serving" or h.context_phase is None):
                     h.context_phase, h.context_source = framed, "frames"
                     h.prefill_hint = h.prefill_hint or self._prefill_hint(h.pid, "")
+            elif h.rule.cls == "exception" and h.context_source == "none":
+                # An exception line that nothing placed, followed by a traceback of its process: a chained
+                # exception's outer traceback ("The above exception was the direct cause of the following"), whose
+                # frames are the callers the inner one was raised under.
+                framed = self._frames_phase(h.pid, msg=h.evidence.text)
+                if framed:
+                    h.context_phase, h.context_source = framed, "frames"
         cut = self._cut_traceback(hits)
         return hits + [cut] if cut else hits
 

@@ -20,6 +20,8 @@ FAILURES: tuple[Failure, ...] = (
         "E-NCCL",
         rx(
             r"NCCL error|NCCL Error \d+:|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclRemoteError|ncclInvalidUsage|NCCL WARN|DistBackendError|DistNetworkError|Watchdog caught collective operation timeout|Gloo connectFullMesh failed|mlx5dv_reg_dmabuf_mr|ibv_(?:reg_mr|create_qp|modify_qp)|The client socket has (?:failed to connect|timed out)|TCPStore.*(?:timed out|refused)|DistStoreError|Timed out waiting \d+ms for (?:send|recv) operation|Connection closed by peer \[\d|waiting for clients\. \d+/\d+ clients joined"
+            # c10d's TCPStore client losing its server (torch/csrc/distributed/c10d/Utils.hpp recvBytes)
+            r"|Failed to recv, got 0 bytes|recvValue failed on SocketImpl"
             # rdma-core's mlx5 provider on a work completion with an error status (an InfiniBand/RoCE transfer failed)
             r"|mlx5: [\w.-]+: got completion with error"
             # vLLM's custom/quick all-reduce kernels (csrc/custom_all_reduce.cuh, quickreduce): CUDACHECK prints
@@ -54,6 +56,11 @@ FAILURES: tuple[Failure, ...] = (
             # a socket bound to an address that is not this host's (EADDRNOTAVAIL): VLLM_HOST_IP, the DP master or
             # a connector's address names another node
             r"|Cannot assign requested address"
+            # the connectors' own reports of a failed pull or handshake (vLLM's nixl and mooncake connectors,
+            # vllm-ascend's mooncake connector, Mooncake's Python transfer engine)
+            r"|NIXL transfer failure|Remote NIXL agent engine ID mismatch|NIXL compatibility hash mismatch"
+            r"|Mooncake transfer failed|MooncakeXferMetadata transfer failed|pulling kv_caches for \S+ failed"
+            r"|Error happens during trans\w+ kvcache|Failed to connect to bootstrap server|Sync batch data transfer timeout"
         ),
         "network",
         "network_communication",
@@ -64,7 +71,8 @@ FAILURES: tuple[Failure, ...] = (
         "E0904 21:29:13.608029 31963 transfer_task.cpp:469] Failed to open segment 192.168.10.12:12516",
         "Mooncake transfer engine (transfer_task.cpp, transfer_metadata.cpp, client.cpp) and store "
         "(master_client.cpp); NIXL's nixl_status_t names (NIXL_ERR_*); errno EADDRNOTAVAIL's strerror "
-        "(zmq bind in vllm/utils make_zmq_socket)",
+        "(zmq bind in vllm/utils make_zmq_socket); vllm/distributed/kv_transfer/kv_connector/v1 nixl and mooncake "
+        "connectors (logger.error / raise), vllm-ascend's mooncake_connector, Mooncake transfer_engine_py.cpp",
     ),
     *ENVIRONMENT_FAILURES,
     Failure(
@@ -188,6 +196,9 @@ FAILURES: tuple[Failure, ...] = (
             r"|Assertion `.+' failed\.|\*\*\* SIG(?:ABRT|SEGV|BUS|FPE) received at time=|Fatal Python error: (?:Aborted|Segmentation fault|Bus error)"
             # a CUDA device-side assert as the kernel prints it (backticks lost when pasted as Markdown)
             r"|block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion .{1,200}? failed"
+            # the same kernel faults on other accelerators: ROCm's runtime (a kernel touching an unmapped page),
+            # Habana's Synapse (a device that stopped making progress), Ascend's CANN (an AI-core kernel fault)
+            r"|Memory access fault by GPU node-\d+|Synapse detected a device critical error|aicore execution is abnormal"
         ),
         "crash",
         "not_oom_other",
@@ -197,7 +208,9 @@ FAILURES: tuple[Failure, ...] = (
         "RuntimeError: CUDA error: an illegal memory access was encountered",
         "CUDA runtime error texts; hard negative of the method; glibc assert/assert.c; abseil "
         "failure_signal_handler.cc (via Ray); CPython faulthandler; CUDA's device-side assert print "
-        "('file.cu:N: func: block: [0,0,0], thread: [0,0,0] Assertion `x` failed.')",
+        "('file.cu:N: func: block: [0,0,0], thread: [0,0,0] Assertion `x` failed.'); ROCR-Runtime "
+        "core/runtime/runtime.cpp ('Memory access fault by GPU node-N (Agent handle: ...) on address ... Reason: ...'); "
+        "Habana Synapse's device-critical-error notice; Ascend CANN's 'The aicore execution is abnormal'",
     ),
     Failure(
         "E-PROFASSERT",

@@ -22,6 +22,10 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # Triton refusing a dtype the GPU lacks ("type fp8e4nv not supported in this architecture"), a kernel not
             # built for the GPU's generation ("block scaled fp8 gemm is not implemented for Blackwell")
             r"|not supported in this architecture|not implemented for (?:Blackwell|Hopper|Ampere|Ada|Turing|Volta|SM ?\d+|sm_?\d+)\b"
+            # vLLM's quantization capability checks (VllmConfig._get_quantization_config, compressed-tensors' and
+            # Quark's _check_scheme_supported, MoeWNA16Config); CUDA's name for "no kernel image" in the
+            # "Search for `cudaErrorNoKernelImageForDevice'" hint PyTorch prints under a CUDA error
+            r"|is not supported for the current GPU|cudaErrorNoKernelImageForDevice"
         ),
         "environment",
         "environment",

@@ -15,7 +15,9 @@ from oomkit.triage.rules import PHASES, Failure
 # package is the phase (vllm/distributed is NCCL, custom all-reduce, Ray/gloo set-up).
 MODULE_PHASES: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (
-        re.compile(r"/vllm/distributed/|/vllm/executor/ray_|/vllm/v1/executor/ray_"),
+        # not the KV connectors (vllm/distributed/kv_transfer): their code runs in every step of the requests it
+        # moves, so a bug there is the step's; a failed transfer is named by its message (E-KVXFER)
+        re.compile(r"/vllm/distributed/(?!kv_transfer/)|/vllm/executor/ray_|/vllm/v1/executor/ray_"),
         "network_communication",
         "vllm/distributed: process groups, NCCL/pynccl, custom all-reduce; ray executors: placement groups",
     ),
