@@ -11,12 +11,15 @@ frames. vLLM's quantization capability check ("is not supported for the current 
 cudaErrorNoKernelImageForDevice are the environment. Kernel faults on other accelerators (ROCm's "Memory access fault
 by GPU node-N", Habana's Synapse device-critical error, Ascend's "aicore execution is abnormal") are crashes, not
 memory. A TCPStore client losing its server is the network, as are the KV connectors' failed pulls and handshakes
-(NIXL, Mooncake); a bug in a connector's own code is not the network (its code runs in every step)."""
+(NIXL, Mooncake); a bug in a connector's own code is not the network (its code runs in every step). A KV budget of zero
+or less ("Available KV cache memory: -0.87 GiB", V0's "# GPU blocks: 0") is the KV cache's allocation failing, the
+error after it cut. CPython's faulthandler dump (innermost frame first, "line N in func") places a crash like a
+traceback; a kernel crash inside a start-up step's frames is that step failing, and after the ready line a crash."""
 
 from pathlib import Path
 
 import pytest
-from _triage_synth import Case, checked_verdict, frames
+from _triage_synth import SITE, Case, checked_verdict, frames
 
 WORKER = "(VllmWorker rank=4 pid=555) ERROR 05-04 12:38:38 [multiproc_executor.py:380] "
 CORE = "(EngineCore pid=934) ERROR 07-20 02:58:31 [core.py:1330] "
@@ -186,6 +189,56 @@ CASES = {
         + "(EngineCore_DP0 pid=923955) AssertionError\n",
         "not_oom_other",
         False,
+    ),
+    "negative_kv_budget": Case(
+        "INFO 03-01 10:00:00 [default_loader.py:262] Loading weights took 12.10 seconds\n"
+        "INFO 03-01 10:00:01 [gpu_model_runner.py:2653] Model loading took 27.5376 GiB and 12.7 seconds\n"
+        "INFO 03-01 10:00:09 [gpu_worker.py:298] Available KV cache memory: -0.87 GiB\n",
+        "kv_cache_allocation",
+        True,
+        "medium",
+    ),
+    "v0_no_gpu_blocks": Case(
+        "INFO 05-01 10:00:00 model_runner.py:1067] Loading model weights took 13.4 GB\n"
+        "INFO 05-01 10:00:05 gpu_executor.py:122] # GPU blocks: 0, # CPU blocks: 2048\n",
+        "kv_cache_allocation",
+        True,
+        "medium",
+    ),
+    "faulthandler_dump_in_profiling": Case(
+        "Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f2a1b7fe640 (most recent call first):\n"
+        + "".join(
+            f'  File "{SITE}/{path}", line {100 + i} in {func}\n'
+            for i, (path, func) in enumerate(
+                (
+                    ("vllm/model_executor/layers/fused_moe/fused_moe.py", "invoke_fused_moe_kernel"),
+                    ("vllm/worker/model_runner.py", "profile_run"),
+                    ("vllm/worker/worker.py", "determine_num_available_blocks"),
+                    ("vllm/worker/worker_base.py", "execute_method"),
+                    ("vllm/engine/llm_engine.py", "_initialize_kv_caches"),
+                )
+            )
+        ),
+        "memory_profiling",
+        False,
+    ),
+    "illegal_access_in_profiling": Case(
+        worker_cut_in("determine_available_memory", "profile_run").replace("[...]\n", "")
+        + f"{WORKER}RuntimeError: CUDA error: an illegal memory access was encountered\n",
+        "memory_profiling",
+        False,
+        "medium",
+    ),
+    "illegal_access_while_serving_stays_a_crash": Case(
+        READY
+        + frames(
+            "(EngineCore_DP0 pid=7) ",
+            ("vllm/v1/engine/core.py", "step", "model_output = self.execute_model_with_error_logging("),
+        )
+        + "(EngineCore_DP0 pid=7) RuntimeError: CUDA error: an illegal memory access was encountered\n",
+        "not_oom_other",
+        False,
+        "high",
     ),
 }
 

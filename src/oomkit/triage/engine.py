@@ -13,6 +13,8 @@ from oomkit.triage.failures_added import CUT_TRACEBACK, ITERATION_CANCEL
 from oomkit.triage.frames import (
     DECODE_FRAME,
     DECODE_PATH,
+    FAULT_FRAME,
+    FAULT_HEADER,
     FRAME,
     FRAME_HEAD,
     FRAME_TAIL,
@@ -170,10 +172,13 @@ class Triage:
         if method:  # V0's wrappers name the method the worker ran: the outermost frame of its traceback
             self.state.methods[rec.pid] = f"worker::{method.group('m') or method.group('m2')}"
         frames = self.state.frames
-        if TRACEBACK_HEADER in rec.msg:
+        if TRACEBACK_HEADER in rec.msg or FAULT_HEADER.search(rec.msg):
             frames[rec.pid] = []
             self.state.raised.pop(rec.pid, None)
             self.state.open_traceback = (Evidence(rec.file, rec.line, rec.text), rec.pid)
+            return
+        if fault := FAULT_FRAME.search(rec.msg):  # innermost first: each frame is the caller of the ones above
+            self._push_frame(rec, rec.pid, fault.group("path"), fault.group("func"), outer=True)
             return
         m = FRAME.search(rec.msg)
         wrapped, self.state.wrapped_frame = self.state.wrapped_frame, None
@@ -201,14 +206,15 @@ class Triage:
             message = f"{raised.group('exc')}: {raised.group('text')}"
             self.state.raised[rec.pid] = replace(rec, msg=message)
 
-    def _push_frame(self, rec: Record, pid: int | None, path: str, func: str) -> None:
+    def _push_frame(self, rec: Record, pid: int | None, path: str, func: str, outer: bool = False) -> None:
+        """`outer`: the frame calls those already read (faulthandler's order), so it goes first."""
         frames = self.state.frames
         if self.state.open_traceback is None and self.state.frames_only is None and pid not in frames:
             # Frames with no header before them: an excerpt that starts inside a traceback.
             self.state.frames_only = (Evidence(rec.file, rec.line, rec.text), pid)
         self.state.raised.pop(pid, None)  # a deeper frame: the raise above it was not the innermost
         stack = frames.setdefault(pid, [])
-        stack.append(f"{path}::{func}")
+        stack.insert(0 if outer else len(stack), f"{path}::{func}")
         del stack[:-MAX_FRAMES]
 
     def _frames_phase(self, pid: int | None, memory: bool = False, msg: str = "", answered: bool = False) -> str | None:
@@ -340,10 +346,10 @@ class Triage:
                 if framed and (framed != "serving" or h.context_phase is None):
                     h.context_phase, h.context_source = framed, "frames"
                     h.prefill_hint = h.prefill_hint or self._prefill_hint(h.pid, "")
-            elif h.rule.cls == "exception" and h.context_source == "none":
-                # An exception line that nothing placed, followed by a traceback of its process: a chained
-                # exception's outer traceback ("The above exception was the direct cause of the following"), whose
-                # frames are the callers the inner one was raised under.
+            elif h.rule.cls in ("exception", "crash") and h.context_source == "none":
+                # A failure line that nothing placed, followed by a stack of its process: a chained exception's outer
+                # traceback ("The above exception was the direct cause of the following"), whose frames are the
+                # callers the inner one was raised under; faulthandler's dump under "Fatal Python error: ...".
                 framed = self._frames_phase(h.pid, msg=h.evidence.text)
                 if framed:
                     h.context_phase, h.context_source = framed, "frames"

@@ -18,6 +18,10 @@ FRAME = rx(
 # A frame hard-wrapped by a terminal or an issue's text box (a fixed line width): the line ends inside
 # `File "path"` (at or before its closing quote) and the next line goes on with the rest of the path,
 # then `", line N, in func` (CPython's frame format, traceback.FrameSummary).
+# CPython's faulthandler (a fatal signal: segfault, abort, a hang's watchdog dump) prints each thread's stack
+# innermost first, `File "path", line N in func` with no comma, under "Current thread 0x... (most recent call first):"
+FAULT_HEADER = rx(r"(?:Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):")
+FAULT_FRAME = rx(r'File "(?P<path>[^"]+)", line \d+ in (?P<func>[\w<>.]+)')
 FRAME_HEAD = rx(r'File "(?P<path>[^"]+)"?\s*$')
 FRAME_TAIL = rx(r'^(?P<rest>[^\s"]*)"?, line \d+, in (?P<func>[\w<>.]+)')
 # The innermost frame of a wait for a worker's reply (V1's shared-memory message queue, Ray's compiled-DAG

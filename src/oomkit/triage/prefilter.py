@@ -37,6 +37,8 @@ def rule_patterns() -> list[tuple[str, re.Pattern[str]]]:
         ("FRAME", frames.FRAME),
         ("FRAME_HEAD", frames.FRAME_HEAD),
         ("FRAME_TAIL", frames.FRAME_TAIL),
+        ("FAULT_HEADER", frames.FAULT_HEADER),
+        ("FAULT_FRAME", frames.FAULT_FRAME),
         ("RPC_CALL", frames.RPC_CALL),
         ("REPLY_WAIT_CALL", frames.REPLY_WAIT_CALL),
         ("RAISE_LINE", frames.RAISE_LINE),

@@ -120,6 +120,23 @@ def no_failure_verdict(t: Triage) -> Verdict:
             extra=[st.engine_warm],
             decided_by="marker",
         )
+    no_room = _no_kv_room(t)
+    if no_room is not None:
+        return make_verdict(
+            Conclusion(
+                "kv_cache_allocation",
+                True,
+                "medium",
+                "vLLM's memory plan printed no memory (or no block) for the KV cache; the error after it is not in the log",
+                "the weights and the profiled peak left no room for the KV cache within gpu_memory_utilization: vLLM "
+                "stops here ('No available memory for the cache blocks')",
+                "R-NOKV",
+            ),
+            [],
+            t,
+            extra=[no_room],
+            decided_by="marker",
+        )
     sized = _kv_sized(t)
     if sized is not None:
         return make_verdict(
@@ -188,5 +205,17 @@ def _kv_sized(t: Triage) -> Evidence | None:
     for name in ("kv_cache_tokens", "num_gpu_blocks"):
         value = figures.get(name)
         if isinstance(value, (int, float)) and value > 0 and name in evidence:
+            return evidence[name]
+    return None
+
+
+def _no_kv_room(t: Triage) -> Evidence | None:
+    """The line where vLLM printed a KV budget of zero or less ("Available KV cache memory: -0.87 GiB", V0's
+    "# GPU blocks: 0"): the memory plan failed, and vLLM raises "No available memory for the cache blocks" next
+    (V1 `_check_enough_kv_cache_memory`, V0 `raise_if_cache_size_invalid`)."""
+    figures, evidence = t.facts.figures, t.facts.evidence
+    for name in ("available_kv_cache_gib", "num_gpu_blocks"):
+        value = figures.get(name)
+        if isinstance(value, (int, float)) and value <= 0 and name in evidence:
             return evidence[name]
     return None

@@ -36,6 +36,11 @@ CUSTOM_ALLREDUCE_WHY = (
     "registering the captured graphs' buffers failed"
 )
 
+# A kernel crash (illegal access, device assert, segfault) inside a start-up step's frames is that step failing, as
+# the corpus files a failure in profiling or graph capture whatever its kind; after the ready line it stays a crash.
+STEPS = ("weight_loading", "memory_profiling", "kv_cache_allocation", "cudagraph_capture")
+KERNEL_CRASH_WHY = "explicit E-ILLEGAL line inside a start-up step's frames: the step crashed (not memory)"
+
 
 def explicit(hit: Hit) -> tuple[str | None, str, str]:
     """The phase (None: place it by context), confidence and reason of an explicit failure line."""
@@ -53,6 +58,8 @@ def explicit(hit: Hit) -> tuple[str | None, str, str]:
             return "cudagraph_capture", "medium", CUSTOM_ALLREDUCE_WHY
     if rule.id == "E-NCCL" and COLLECTIVE_TIMEOUT.search(hit.evidence.text):
         return rule.phase, "medium", COLLECTIVE_TIMEOUT_WHY
+    if rule.id == "E-ILLEGAL" and not hit.after_ready and hit.context_source == "frames" and hit.context_phase in STEPS:
+        return hit.context_phase, "medium", KERNEL_CRASH_WHY
     if rule.id == "E-COMPILE" and not hit.after_ready:
         placed = hit.context_source in ("frames", "markers") and hit.context_phase not in (None, "serving", "ready")
         return "cudagraph_capture", "medium" if placed else "low", COMPILE_WHY
