@@ -14,7 +14,9 @@ memory. A TCPStore client losing its server is the network, as are the KV connec
 (NIXL, Mooncake); a bug in a connector's own code is not the network (its code runs in every step). A KV budget of zero
 or less ("Available KV cache memory: -0.87 GiB", V0's "# GPU blocks: 0") is the KV cache's allocation failing, the
 error after it cut. CPython's faulthandler dump (innermost frame first, "line N in func") places a crash like a
-traceback; a kernel crash inside a start-up step's frames is that step failing, and after the ready line a crash."""
+traceback. The compilers Dynamo hands a graph to (vLLM's compile backend, Inductor's compile_fx, AOT compilation)
+are torch.compile, graph capture's step; a log cut in a traceback whose first frame lost its process prefix is placed
+by the rest of that traceback. vLLM's stand-in for a missing deep_gemm is the environment. A kernel crash inside a start-up step's frames is that step failing, and after the ready line a crash."""
 
 from pathlib import Path
 
@@ -237,6 +239,26 @@ CASES = {
         )
         + "(EngineCore_DP0 pid=7) RuntimeError: CUDA error: an illegal memory access was encountered\n",
         "not_oom_other",
+        False,
+        "high",
+    ),
+    "cut_in_vllms_compile_backend_first_frame_without_prefix": Case(
+        cut(
+            f'  File "{SITE}/torch/_dynamo/aot_compile.py", line 259, in aot_compile_fullgraph\n'
+            + frames(
+                "(EngineCore_DP0 pid=2119) ",
+                ("vllm/compilation/backends.py", "__call__", "PiecewiseCompileInterpreter("),
+                ("vllm/compilation/backends.py", "call_module", "self.vllm_backend.compiler_manager.compile("),
+            ).split("\n", 1)[1]
+        ),
+        "cudagraph_capture",
+        False,
+        "low",
+    ),
+    "deep_gemm_missing": Case(
+        f"{WORKER}RuntimeError: DeepGEMM backend is not available or outdated. Please install or update the "
+        "`deep_gemm` to a newer version to enable FP8 kernels.\n",
+        "environment",
         False,
         "high",
     ),

@@ -391,7 +391,7 @@ class Triage:
         if cut is None or st.shutdown is not None or any(h.rule.cls != "pressure" for h in hits):
             return None
         evidence, pid = cut
-        framed = self._frames_phase(pid) or self._serving_elsewhere()
+        framed = self._frames_phase(pid) or self._serving_elsewhere() or self._elsewhere_phase(pid)
         phase, source = (
             (framed, "frames") if framed else (self._marker_phase(pid), "markers") if st.after else (None, "none")
         )

@@ -26,6 +26,8 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # Quark's _check_scheme_supported, MoeWNA16Config); CUDA's name for "no kernel image" in the
             # "Search for `cudaErrorNoKernelImageForDevice'" hint PyTorch prints under a CUDA error
             r"|is not supported for the current GPU|cudaErrorNoKernelImageForDevice"
+            # vllm/utils/deep_gemm.py's stand-in for a missing or too old deep_gemm package
+            r"|backend is not available or outdated\. Please install"
         ),
         "environment",
         "environment",

@@ -86,6 +86,9 @@ FRAME_PHASES: tuple[tuple[re.Pattern[str], str], ...] = (
             # Dynamo translating a frame (not running compiled code, which `eval_frame` and `aot_compile` frames do in
             # every serving step): torch.compile, which the phase vocabulary files with graph capture
             r"|torch/_dynamo/(?:convert_frame|symbolic_convert)\.py::"
+            # the compilers Dynamo hands the graph to (run only while compiling): vLLM's backend (VllmBackend,
+            # its piecewise split and CompilerManager), Inductor's compile_fx, AOT compilation of the full graph
+            r"|vllm/compilation/backends\.py::|torch/_inductor/compile_fx\.py::|torch/_dynamo/aot_compile\.py::aot_compile"
         ),
         "cudagraph_capture",
     ),
