@@ -182,3 +182,18 @@ def test_grep_reference_reads_the_same_lines():
         out = subprocess.run(["grep", "-a", "-n", "-E", KEY_ERE, str(path)], capture_output=True, check=False)
         got = [int(line.split(b":", 1)[0]) for line in out.stdout.splitlines()]
         assert got == want, path.name
+
+
+def test_a_request_line_whose_prefix_did_not_parse_is_skipped_for_the_next(tmp_path):
+    """An excerpt's first request line cut mid-word ("NFO ...") carries the literal but places no serving marker: the
+    gap scan takes the next request line, as reading every line does."""
+    log = tmp_path / "cut.log"
+    log.write_text(
+        "NFO 11-20 19:56:18 engine.py:267] Added request embd-0.\n"
+        "INFO 11-20 19:56:18 engine.py:267] Added request embd-1.\n"
+        "INFO 11-20 19:56:18 engine.py:267] Added request embd-2.\n"
+        "ERROR 11-20 19:56:18 engine.py:135] RuntimeError('stack expects each tensor to be equal size')\n"
+    )
+    fast = analyse([str(log)]).to_dict()
+    assert fast == full_read(str(log))
+    assert [entry["line"] for entry in fast["timeline"]] == [2]

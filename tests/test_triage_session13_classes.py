@@ -16,7 +16,9 @@ or less ("Available KV cache memory: -0.87 GiB", V0's "# GPU blocks: 0") is the 
 error after it cut. CPython's faulthandler dump (innermost frame first, "line N in func") places a crash like a
 traceback. The compilers Dynamo hands a graph to (vLLM's compile backend, Inductor's compile_fx, AOT compilation)
 are torch.compile, graph capture's step; a log cut in a traceback whose first frame lost its process prefix is placed
-by the rest of that traceback. vLLM's stand-in for a missing deep_gemm is the environment. A kernel crash inside a start-up step's frames is that step failing, and after the ready line a crash."""
+by the rest of that traceback. vLLM's stand-in for a missing deep_gemm is the environment. An exception's repr ("NotImplementedError('...')",
+which V0's multiprocessing engine logs) is an exception line; beside a request vLLM refused for its length the engine
+was serving, so the template's start-up step does not place it. A kernel crash inside a start-up step's frames is that step failing, and after the ready line a crash."""
 
 from pathlib import Path
 
@@ -261,6 +263,20 @@ CASES = {
         "environment",
         False,
         "high",
+    ),
+    "exception_repr_while_serving": Case(
+        READY + "ERROR 11-11 11:42:38 engine.py:158] NotImplementedError('The CPU backend currently does not support "
+        "MoE.')\n",
+        "not_oom_other",
+        False,
+        "medium",
+    ),
+    "template_does_not_place_an_error_beside_a_refused_request": Case(
+        "WARNING 01-16 14:15:07 scheduler.py:944] Input prompt (19 tokens) is too long and exceeds limit of 5\n"
+        "ERROR 01-16 14:15:07 engine.py:137] ValueError('Sampling parameters are missing for a CompletionRequest.')\n",
+        "not_oom_other",
+        False,
+        "medium",
     ),
 }
 

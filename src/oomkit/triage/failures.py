@@ -360,7 +360,8 @@ FAILURES: tuple[Failure, ...] = (
     ),
     Failure(
         "E-EXC",
-        rx(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)(?::|$)"),
+        # also an exception's repr, which V0's multiprocessing engine logs ("NotImplementedError('...')")
+        rx(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)(?::|$|\(['\"])"),
         "exception",
         None,
         False,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from oomkit.logs.line import parse_line
 from oomkit.logs.reader import Gaps
 from oomkit.triage import facts, failures, figures, frames, markers
 from oomkit.triage.literals import Need, ere_pattern, key_pattern, required_literals
@@ -97,6 +98,29 @@ KV_PEAK = re.compile(rb"KV cache usage: ([\d.]+)%")
 GPU_KV_PEAK = re.compile(rb"GPU KV cache usage: ([\d.]+)%")
 
 
+MAX_SERVE_TRIES = 64
+
+
+def _first_serve_line(data: bytes, end: int) -> int | None:
+    """The start of the first request line before `end` that places the serving marker, as reading every line
+    would find it: a line whose prefix did not parse (an excerpt's first line cut mid-word) carries the literal
+    and places nothing, so the next one is tried (up to MAX_SERVE_TRIES; then the first, as before)."""
+    first = None
+    pos = 0
+    for _ in range(MAX_SERVE_TRIES):
+        found = [at for lit in SERVE_LITERALS if (at := data.find(lit, pos, end)) >= 0]
+        if not found:
+            break
+        start = data.rfind(b"\n", 0, min(found)) + 1
+        stop = data.find(b"\n", start, end)
+        stop = stop if stop >= 0 else end
+        if SERVE_MARKER.pattern.search(parse_line(data[start:stop].decode("utf-8", "replace")).msg):
+            return start
+        first = start if first is None else first
+        pos = stop + 1
+    return first
+
+
 class PeriodicLines:
     """The gap hook of the reader (`oomkit.logs.reader.Gaps`): picks the periodic lines to read
     and counts the others. Order does not matter for what it keeps (a count and maxima)."""
@@ -109,9 +133,9 @@ class PeriodicLines:
         starts = set()
         first = data.find(STATS_TAG)
         # A request line places the serving marker only when it comes before the first stats line.
-        serve = [at for lit in SERVE_LITERALS if (at := data.find(lit, 0, first if first >= 0 else len(data))) >= 0]
-        if serve:
-            starts.add(data.rfind(b"\n", 0, min(serve)) + 1)
+        serve = _first_serve_line(data, first if first >= 0 else len(data))
+        if serve is not None:
+            starts.add(serve)
         if first >= 0:
             last = data.rfind(STATS_TAG)
             starts.update((data.rfind(b"\n", 0, first) + 1, data.rfind(b"\n", 0, last) + 1))

@@ -318,7 +318,9 @@ def _crash(t: Triage, wrappers: list[Hit], hits: list[Hit]) -> Verdict:
         )
     # An exception no rule names, with no frame, marker or serving line around it: not memory by its wording,
     # but nothing says where it was raised (before start-up, vLLM's settings and the installation raise too).
-    placeless = first.context_phase is None and not first.after_ready
+    # A request vLLM refused or trimmed in the same log (E-REQLEN) means the engine was serving: not start-up.
+    served = any(h.rule.cls == "request" for h in hits)
+    placeless = first.context_phase is None and not first.after_ready and not served
     mined = template_phase(exc.text) if exc is not None and placeless else None
     if mined is not None and exc is not None:
         phase, row = mined
