@@ -16,7 +16,8 @@ or less ("Available KV cache memory: -0.87 GiB", V0's "# GPU blocks: 0") is the 
 error after it cut. CPython's faulthandler dump (innermost frame first, "line N in func") places a crash like a
 traceback. The compilers Dynamo hands a graph to (vLLM's compile backend, Inductor's compile_fx, AOT compilation)
 are torch.compile, graph capture's step; a log cut in a traceback whose first frame lost its process prefix is placed
-by the rest of that traceback. vLLM's stand-in for a missing deep_gemm is the environment. An exception's repr ("NotImplementedError('...')",
+by the rest of that traceback. vLLM's stand-in for a missing deep_gemm is the environment, as is the Transformers backend refusing a model ("The
+Transformers implementation of X is not compatible with vLLM"). An exception's repr ("NotImplementedError('...')",
 which V0's multiprocessing engine logs) is an exception line; beside a request vLLM refused for its length the engine
 was serving, so the template's start-up step does not place it. A kernel crash inside a start-up step's frames is that step failing, and after the ready line a crash."""
 
@@ -277,6 +278,13 @@ CASES = {
         "not_oom_other",
         False,
         "medium",
+    ),
+    "transformers_backend_refuses_the_model": Case(
+        "ERROR 02-23 13:07:13 engine.py:400] The Transformers implementation of XLMRobertaModel is not compatible "
+        "with vLLM.\n",
+        "environment",
+        False,
+        "high",
     ),
 }
 

@@ -61,6 +61,9 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # the registry's refusal of an architecture it cannot resolve through Transformers either
             # (registry.py _ModelRegistry._try_resolve_transformers, 0.10-0.34)
             r"|is not a registered model in the Transformers library"
+            # and of one whose Transformers class the Transformers backend cannot run (registry.py
+            # _try_resolve_transformers, model_loader/utils.py resolve_transformers_arch/_fallback, 0.7-0.34)
+            r"|The Transformers implementation of \S+ is not compatible with vLLM"
         ),
         "environment",
         "environment",
