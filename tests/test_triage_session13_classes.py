@@ -17,7 +17,8 @@ error after it cut. CPython's faulthandler dump (innermost frame first, "line N 
 traceback. The compilers Dynamo hands a graph to (vLLM's compile backend, Inductor's compile_fx, AOT compilation)
 are torch.compile, graph capture's step; a log cut in a traceback whose first frame lost its process prefix is placed
 by the rest of that traceback. vLLM's stand-in for a missing deep_gemm is the environment, as is the Transformers backend refusing a model ("The
-Transformers implementation of X is not compatible with vLLM"). An exception's repr ("NotImplementedError('...')",
+Transformers implementation of X is not compatible with vLLM") and a ptxas that predates the GPU ("Value 'sm_121a' is
+not defined for option 'gpu-name'"). An exception's repr ("NotImplementedError('...')",
 which V0's multiprocessing engine logs) is an exception line; beside a request vLLM refused for its length the engine
 was serving, so the template's start-up step does not place it. A kernel crash inside a start-up step's frames is that step failing, and after the ready line a crash."""
 
@@ -285,6 +286,9 @@ CASES = {
         "environment",
         False,
         "high",
+    ),
+    "ptxas_older_than_the_gpu": Case(
+        "ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'\n", "environment", False, "high"
     ),
 }
 

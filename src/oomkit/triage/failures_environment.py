@@ -28,6 +28,8 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             r"|is not supported for the current GPU|cudaErrorNoKernelImageForDevice"
             # vllm/utils/deep_gemm.py's stand-in for a missing or too old deep_gemm package
             r"|backend is not available or outdated\. Please install"
+            # ptxas (CUDA's assembler, run by Triton and JIT builds) that predates the GPU's architecture
+            r"|is not defined for option 'gpu-name'"
         ),
         "environment",
         "environment",
