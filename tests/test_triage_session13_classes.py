@@ -18,7 +18,10 @@ traceback. The compilers Dynamo hands a graph to (vLLM's compile backend, Induct
 are torch.compile, graph capture's step; a log cut in a traceback whose first frame lost its process prefix is placed
 by the rest of that traceback. vLLM's stand-in for a missing deep_gemm is the environment, as is the Transformers backend refusing a model ("The
 Transformers implementation of X is not compatible with vLLM") and a ptxas that predates the GPU ("Value 'sm_121a' is
-not defined for option 'gpu-name'"). An exception's repr ("NotImplementedError('...')",
+not defined for option 'gpu-name'"), as are compressed-tensors' scheme check (also as the tuple some releases built its
+message as) and vLLM's Ray set-up finding no GPU on its node ("Current node has no GPU available"). AutoWeightsLoader's
+recursion over the checkpoint (`_load_module`, `_groupby_prefix`) is weight loading. A source checkout named vllm
+(".../vllm/vllm/v1/...") is looked up in vLLM's frame table as the installed package's module. An exception's repr ("NotImplementedError('...')",
 which V0's multiprocessing engine logs) is an exception line; beside a request vLLM refused for its length the engine
 was serving, so the template's start-up step does not place it. A kernel crash inside a start-up step's frames is that step failing, and after the ready line a crash."""
 
@@ -26,6 +29,9 @@ from pathlib import Path
 
 import pytest
 from _triage_synth import SITE, Case, checked_verdict, frames
+
+from oomkit.logs.line import parse_line
+from oomkit.triage.knowledge import frame_phase
 
 WORKER = "(VllmWorker rank=4 pid=555) ERROR 05-04 12:38:38 [multiproc_executor.py:380] "
 CORE = "(EngineCore pid=934) ERROR 07-20 02:58:31 [core.py:1330] "
@@ -290,9 +296,74 @@ CASES = {
     "ptxas_older_than_the_gpu": Case(
         "ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'\n", "environment", False, "high"
     ),
+    "quantization_scheme_check_as_a_tuple": Case(
+        "RuntimeError: ('Quantization scheme is not supported for ', 'the current GPU. Min capability: 80. ', "
+        "'Current capability: 75.')\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "ray_node_without_a_gpu": Case(
+        "ValueError: Current node has no GPU available. current_node_resource={'CPU': 96.0, 'memory': 1.0}. vLLM "
+        "engine cannot start without GPU. Make sure you have at least 1 GPU available in a node "
+        "current_node_id='da16' current_ip='10.0.0.1'.\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "cut_in_auto_weights_loader": Case(
+        cut(
+            frames(
+                WORKER,
+                (
+                    "vllm/model_executor/models/utils.py",
+                    "_load_module",
+                    "for child_prefix, child_weights in self._groupby_prefix(weights):",
+                ),
+                (
+                    "vllm/model_executor/models/utils.py",
+                    "_groupby_prefix",
+                    "for prefix, group in itertools.groupby(weights_by_parts, key=lambda x: x[0][0]):",
+                ),
+                (
+                    "vllm/model_executor/models/utils.py",
+                    "<genexpr>",
+                    'weights_by_parts = ((weight_name.split(".", 1), weight_data)',
+                ),
+            )
+        ),
+        "weight_loading",
+        False,
+        "low",
+    ),
 }
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_session13_class(name: str, tmp_path: Path) -> None:
     checked_verdict(name, CASES[name], tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("module", "function"),
+    [
+        ("vllm/v1/worker/gpu_worker.py", "determine_available_memory"),
+        ("vllm/model_executor/models/utils.py", "_load_module"),
+        ("vllm/v1/worker/gpu_model_runner.py", "capture_model"),
+    ],
+)
+def test_a_source_checkout_named_vllm_reads_as_the_installed_package(module: str, function: str) -> None:
+    """A clone named vllm holding the package vllm (".../vllm/vllm/v1/...") is the package's own module."""
+    installed = frame_phase(f"{SITE}/{module}", function)
+    assert installed is not None
+    assert frame_phase(f"/vllm-workspace/vllm/{module}", function) == installed
+    assert frame_phase(f"/home/user/src/vllm/{module}", function) == installed
+
+
+def test_a_line_pasted_without_level_and_time_keeps_its_source() -> None:
+    """ "[loggers.py:123] Engine 000: ..." (the level and timestamp cut): the message is the stats line itself, so the
+    full read and the fast path's bulk count see the same stats lines (corpus case un006)."""
+    rec = parse_line("[loggers.py:123] Engine 000: Avg prompt throughput: 600.0 tokens/s, Running: 5 reqs")
+    assert rec.msg.startswith("Engine 000: Avg prompt throughput")
+    assert rec.src == "loggers.py:123"
+    assert parse_line("[not a source] Engine 000").msg == "[not a source] Engine 000"

@@ -39,6 +39,8 @@ HEADER = re.compile(
 HEADER_NO_TS = re.compile(
     r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\[(?P<file>[^\s\]:]+)(?::(?P<lineno>\d+))?\]\s+(?P<msg>.*)$"
 )
+# ... or with the level cut too: "[file.py:12] msg" (the source's name and line, as vLLM's format prints them).
+HEADER_SRC_ONLY = re.compile(r"^\[(?P<file>[\w./-]+\.py):(?P<lineno>\d+)\]\s+(?P<msg>.*)$")
 # Python logging's own formats, where an application configures logging for vLLM's loggers
 # (VLLM_CONFIGURE_LOGGING=0, LLaMA-Factory, FastChat, notebooks): the documented
 # "%(asctime)s - %(name)s - %(levelname)s - %(message)s" (the date is a wrapper stamp, peeled first) and
@@ -150,6 +152,8 @@ def parse_line(raw: str, file: str = "-", line: int = 0) -> Record:
         level, msg = _norm_level(m.group("level")), m.group("msg")
         time = m.groupdict().get("ts")
         src = f"{m.group('file')}:{m.group('lineno') or ''}"
+    elif m := HEADER_SRC_ONLY.match(body):
+        msg, src = m.group("msg"), f"{m.group('file')}:{m.group('lineno')}"
     elif m := PY_DASHED.match(body) or PY_BASIC.match(body):
         level, msg, src = m.group("level"), m.group("msg"), m.group("name")
     else:

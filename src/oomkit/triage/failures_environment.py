@@ -26,6 +26,12 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # Quark's _check_scheme_supported, MoeWNA16Config); CUDA's name for "no kernel image" in the
             # "Search for `cudaErrorNoKernelImageForDevice'" hint PyTorch prints under a CUDA error
             r"|is not supported for the current GPU|cudaErrorNoKernelImageForDevice"
+            # compressed-tensors' scheme check, also as the tuple its message was built as in some releases
+            # ("('Quantization scheme is not supported for ', 'the current GPU. Min capability: 80. ', ...)")
+            r"|Quantization scheme is not supported for"
+            # vllm/executor/ray_utils.py, later vllm/v1/executor/ray_utils.py (initialize_ray_cluster, 0.6-0.19): the
+            # Ray node the engine starts on has no device of its kind ("GPU", "TPU", ...)
+            r"|Current node has no \w+ available\. |vLLM engine cannot start without \w+\. Make sure"
             # vllm/utils/deep_gemm.py's stand-in for a missing or too old deep_gemm package
             r"|backend is not available or outdated\. Please install"
             # ptxas (CUDA's assembler, run by Triton and JIT builds) that predates the GPU's architecture

@@ -111,6 +111,9 @@ FRAME_PHASES: tuple[tuple[re.Pattern[str], str], ...] = (
             r"|torch/nn/modules/module\.py::(?:_apply|convert)$"
             # a quantization method built for a layer while the model is constructed (serving runs only `apply`)
             r"|/vllm/model_executor/layers/quantization/\S+::(?:get_quant_method|get_moe_method|create_weights)$"
+            # AutoWeightsLoader's recursion over the checkpoint (models/utils.py, 0.6-0.34), which the mined call
+            # graph does not follow from its `load_weights`
+            r"|/vllm/model_executor/models/utils\.py::(?:_load_module|_groupby_prefix|_load_param|_add_loadable_non_param_tensors)$"
         ),
         "weight_loading",
     ),

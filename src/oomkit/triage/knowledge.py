@@ -16,7 +16,9 @@ from functools import cache
 from importlib import resources
 
 WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
-FRAME_MODULE = re.compile(r"(?:^|/)(vllm/[\w/.]+\.py)$")
+# The package's own path inside the file's: a source checkout is often a clone named vllm holding the package vllm
+# (".../vllm/vllm/v1/worker/gpu_worker.py"), whose module is the inner one.
+FRAME_MODULE = re.compile(r"(?:^|/)(vllm/(?!vllm/)[\w/.]+\.py)$")
 
 
 @dataclass(frozen=True)
