@@ -130,6 +130,24 @@ def template_phase(msg: str) -> tuple[str, MessageRow] | None:
     return placed[0]
 
 
+# A setting, device count or platform feature refused in so many words: vLLM's argument and config checks,
+# its platforms' and plugins' device checks and the libraries under it (pyzmq, Ray's placement groups) word
+# their refusals this way ("X is not supported", "only supports", "is not applicable in headless mode",
+# "Insufficient devices", "N is not divisible by M"). Raised before the engine serves, such a message is the
+# settings or the installation refusing the launch, which the labelling convention files under environment.
+REFUSAL = re.compile(
+    r"\bnot supported\b|\bunsupported\b|\bdoes not support\b|\bdoesn't support\b|\bonly supports?\b"
+    r"|\bis not applicable\b|\bnot divisible by\b|\bdivide\b.{0,60}\bevenly\b|\bInsufficient devices\b"
+    r"|\bis invalid\. Valid\b|\bcannot have more than\b"
+    r"|\b[Pp]lease (?:try|use|install|set|upgrade|reinstall)\b",
+)
+
+
+def refused_setting(msg: str) -> bool:
+    """An exception worded as a refusal of a setting, a device count or a platform feature."""
+    return REFUSAL.search(msg) is not None
+
+
 def _startup_phase(row: MessageRow) -> str | None:
     if row.kind != "failure":
         return None

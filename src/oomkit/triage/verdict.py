@@ -6,13 +6,13 @@ from collections.abc import Mapping
 
 from oomkit.redact import redact
 from oomkit.triage.engine import Hit, Triage
-from oomkit.triage.knowledge_rules import template_phase
 from oomkit.triage.markers import WORKER_START
 from oomkit.triage.model import DecidedBy, FigureValue, Verdict
 from oomkit.triage.quiet import no_failure_verdict, pressure_verdict
 from oomkit.triage.rules import PHASES
 from oomkit.triage.verdict_explicit import explicit
 from oomkit.triage.verdict_make import Conclusion, make_verdict, wrapper_hits
+from oomkit.triage.verdict_unplaced import unplaced_crash
 from oomkit.triage.verdict_warmup import warmup_evidence
 
 
@@ -316,48 +316,7 @@ def _crash(t: Triage, wrappers: list[Hit], hits: list[Hit]) -> Verdict:
             extra=[exc],
             decided_by=decided_by(hit),
         )
-    # An exception no rule names, with no frame, marker or serving line around it: not memory by its wording,
-    # but nothing says where it was raised (before start-up, vLLM's settings and the installation raise too).
-    # A request vLLM refused or trimmed in the same log (E-REQLEN) means the engine was serving: not start-up.
-    served = any(h.rule.cls == "request" for h in hits)
-    placeless = first.context_phase is None and not first.after_ready and not served
-    mined = template_phase(exc.text) if exc is not None and placeless else None
-    if mined is not None and exc is not None:
-        phase, row = mined
-        return make_verdict(
-            Conclusion(
-                phase,
-                False,
-                "low",
-                f"no frame or marker places it; vLLM raises this message in {row.source}, "
-                f"on the {phase.replace('_', ' ')} path (decision order: template)",
-                f"start-up failed during {phase.replace('_', ' ')} with an error that is not a memory error: "
-                f"{redact(exc.text.split('] ')[-1])[:200]}",
-                first.rule.id,
-            ),
-            shown,
-            t,
-            extra=[exc],
-            decided_by="template",
-        )
-    summary = "the engine died with an error that is not a memory error"
-    # Redacted before the cut, which could otherwise end inside a secret and keep an unmaskable prefix.
-    summary += f": {redact(exc.text.split('] ')[-1])[:200]}" if exc else " (the exception itself is not in the log)"
-    return make_verdict(
-        Conclusion(
-            "not_oom_other",
-            False,
-            "medium" if exc and not placeless else "low",
-            "fatal engine error without any memory, network or environment signature"
-            + ("; no frame, marker or serving line places it" if placeless else ""),
-            summary,
-            first.rule.id,
-        ),
-        shown,
-        t,
-        extra=[exc] if exc else [],
-        decided_by="template" if exc else "context",
-    )
+    return unplaced_crash(t, exc, first, shown, hits)
 
 
 def _placed_by(hit: Hit) -> str:
