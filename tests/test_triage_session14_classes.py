@@ -2,12 +2,22 @@
 refusal of a setting, a device count or a platform feature ("is not supported", "only supports", "is not
 applicable in headless mode", "Insufficient devices", "N is not divisible by M", "Please try ..."), raised before
 the engine served, is the launch being refused: the environment (settings and installation), confidence low. After
-the server was ready the same wording is a crash while serving, and an exception worded otherwise stays a crash."""
+the server was ready the same wording is a crash while serving, and an exception worded otherwise stays a crash.
+An error the OpenAI server's request handlers log (`serving_chat.py`, `serving.py`: a prompt over max_model_len, a
+Harmony parse, the stream generator's exception) failed that request while the engine served on: with no engine
+failure in the log it is `not_oom_other` (low), not healthy and not unknown; the tool parser's error on model text it
+cannot parse is not (it appears in healthy runs). The environment also: DeepGEMM's host assertion ("Assertion error
+(.../deepgemm-src/...): Unknown recipe"), Ray's object store asking for more /dev/shm than the container has,
+Transformers unable to load a model's configuration or tokenizer, an option naming a tool-call or reasoning parser
+the release does not have, and the nvcc command a failed JIT build echoes as the error. One request failing on its own content is `not_oom_other` too: the structured-output
+grammar refusing a sampled token ("Failed to advance FSM for request"), a multimodal item larger than the encoder
+cache sized at start-up. A traceback cut in the request path (the OpenAI server's request handlers, uvicorn handling
+an HTTP request, the engine core taking a request in) is a crash while serving, as the model-execution path is."""
 
 from pathlib import Path
 
 import pytest
-from _triage_synth import Case, checked_verdict
+from _triage_synth import Case, checked_verdict, frames
 
 CORE = "(EngineCore_DP0 pid=289) ERROR 09-27 14:03:50 [core.py:712] "
 READY = (
@@ -45,6 +55,109 @@ CASES = {
     ),
     "an_exception_not_worded_as_a_refusal_stays_a_crash": Case(
         "TypeError: 'NoneType' object is not callable\n", "not_oom_other", False, "low"
+    ),
+    "request_over_max_model_len_in_the_api_server": Case(
+        "ERROR 05-08 21:27:27 [serving_chat.py:198] ValueError: This model's maximum context length is 8192 tokens. "
+        "However, you requested 8203 tokens (7691 in the messages, 512 in the completion).\n",
+        "not_oom_other",
+        False,
+        "low",
+    ),
+    "harmony_parse_error_after_ready": Case(
+        READY
+        + "(APIServer pid=1) ERROR 08-06 23:25:57 [serving.py:830] openai_harmony.HarmonyError: unexpected tokens "
+        'remaining in message header: Some("to=functions.web-browsing")\n',
+        "not_oom_other",
+        False,
+        "low",
+    ),
+    "tool_parser_error_in_a_healthy_run": Case(
+        READY + "ERROR 12-02 16:22:06 [hermes_tool_parser.py:117] Error in extracting tool call from response.\n",
+        "healthy",
+        False,
+    ),
+    "deepgemm_host_assertion": Case(
+        "RuntimeError: Assertion error (/workspace/.deps/deepgemm-src/csrc/apis/../jit_kernels/impls/../heuristics/"
+        "../../utils/layout.hpp:76): Unknown recipe\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "ray_object_store_larger_than_dev_shm": Case(
+        "[2026-03-25 05:44:29,435 W 39 39] (raylet) store_runner.cc:83: System memory request exceeds memory "
+        "available in /dev/shm. The request is for 10200547328 bytes, and the amount available is 9663676416 bytes.\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "transformers_cannot_load_the_config": Case(
+        "OSError: Can't load the configuration of 'Qwen/Qwen1.5-72B-Chat-AWQ'. If you were trying to load it from "
+        "'https://huggingface.co/models', make sure you don't have a local directory with the same name.\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "unknown_tool_call_parser": Case(
+        "KeyError: 'invalid tool call parser: kimi_k2 (chose from { deepseek_v3,hermes,mistral,pythonic })'\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "nvcc_command_of_a_failed_jit_build": Case(
+        f"{CORE}:/usr/local/cuda-12.8/bin/nvcc --generate-dependencies-with-compile --dependency-output "
+        "/root/.cache/flashinfer/0.6.4/89/cached_ops/batch_prefill/batch_prefill.cuda.o.d -c batch_prefill.cu\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "grammar_refuses_a_sampled_token": Case(
+        f"{CORE.replace('core.py:712', 'backend_xgrammar.py:165')}Failed to advance FSM for request "
+        "cmpl-4eb6fd83-0 for tokens 330. Please file an issue.\n",
+        "not_oom_other",
+        False,
+        "high",
+    ),
+    "image_larger_than_the_encoder_cache": Case(
+        "ValueError: The decoder prompt contains a(n) image item with length 4641, which exceeds the pre-allocated "
+        "encoder cache size 3721. Please reduce the input size or increase the encoder cache size by setting "
+        "--limit-mm-per-prompt at startup.\n",
+        "not_oom_other",
+        False,
+    ),
+    "cut_in_the_api_servers_request_handler": Case(
+        frames(
+            "",
+            (
+                "uvicorn/protocols/http/httptools_impl.py",
+                "run_asgi",
+                "result = await app(  # type: ignore[func-returns-value]",
+            ),
+            (
+                "vllm/entrypoints/openai/serving_chat.py",
+                "create_chat_completion",
+                "request_prompts, engine_prompts = await self._preprocess_chat(",
+            ),
+            (
+                "vllm/entrypoints/openai/serving_engine.py",
+                "_tokenize_prompt_inputs",
+                "yield self._normalize_prompt_text_to_input(",
+            ),
+        )
+        + "[...]\n",
+        "not_oom_other",
+        False,
+        "low",
+    ),
+    "cut_in_the_engine_core_adding_a_request": Case(
+        frames(
+            CORE,
+            ("vllm/v1/engine/core.py", "process_input_sockets", "request = self.preprocess_add_request(request)"),
+            ("vllm/v1/engine/core.py", "preprocess_add_request", "self.mm_receiver_cache.get_and_update_features("),
+        )
+        + "[...]\n",
+        "not_oom_other",
+        False,
+        "low",
     ),
 }
 

@@ -8,7 +8,14 @@ from dataclasses import dataclass, field, replace
 
 from oomkit.logs import Record
 from oomkit.triage.facts import FactCollector
-from oomkit.triage.failures import BENIGN_SOURCES, FAILURE_GATE, FAILURES, FALLBACK_LINES, SELF_KILL
+from oomkit.triage.failures import (
+    BENIGN_SOURCES,
+    FAILURE_GATE,
+    FAILURES,
+    FALLBACK_LINES,
+    REQUEST_SOURCES,
+    SELF_KILL,
+)
 from oomkit.triage.failures_added import CUT_TRACEBACK, ITERATION_CANCEL
 from oomkit.triage.frames import (
     DECODE_FRAME,
@@ -91,6 +98,7 @@ class State:
     batch: str | None = None  # "prefill"/"decode": the last failed step's batch, from V1's SchedulerOutput dump
     raised: dict[int | None, Record] = field(default_factory=dict)  # pid: its innermost frame's raise, as the exception
     raise_read: bool = False
+    request_error: Evidence | None = None  # the API server failing one request (HTTP 500), the engine serving on
 
 
 class Triage:
@@ -232,6 +240,10 @@ class Triage:
         if FALLBACK_LINES.search(rec.msg):
             return  # vLLM logs it and goes on with another path
         benign = bool(rec.src and BENIGN_SOURCES.search(rec.src))
+        if benign and st.request_error is None and REQUEST_SOURCES.search(rec.src or ""):
+            # matched by a rule, not by its level: the prefilter lets through only lines a rule can match
+            if any(rule.pattern.search(rec.msg) for rule in FAILURES):
+                st.request_error = Evidence(rec.file, rec.line, rec.text)
         matched: list[Failure] = []
         for rule in FAILURES:
             if rule.rank < 50 and (benign or st.shutdown is not None) and rule.cls != "pressure":

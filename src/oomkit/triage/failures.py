@@ -303,6 +303,25 @@ FAILURES: tuple[Failure, ...] = (
         "This model's maximum context length is 1024 tokens. However, you requested 2000 tokens",
         f"{V} §3 E-REQLEN; V0 scheduler (_schedule_prefills: prompt over the prompt limit, request ignored)",
     ),
+    Failure(
+        "E-REQBAD",
+        rx(
+            # structured output: the grammar matcher refused a token sampled for the request (xgrammar backend's
+            # accept_tokens, vllm/v1/structured_output/backend_xgrammar.py, 0.8-0.34)
+            r"Failed to advance FSM for request"
+            # a multimodal item larger than the encoder cache sized at start-up (vllm/v1/engine/processor.py and
+            # input_processor.py _validate_model_input, 0.9-0.34)
+            r"|which exceeds the pre-allocated encoder cache size"
+        ),
+        "request",
+        "not_oom_other",
+        False,
+        20,
+        "one request failed on its own content (its grammar or its multimodal input), not on memory",
+        "Failed to advance FSM for request cmpl-4eb6-0 for tokens 330. Please file an issue.",
+        "vllm/v1/structured_output/backend_xgrammar.py (XgrammarGrammar.accept_tokens); vllm/v1/engine/"
+        "processor.py, input_processor.py (_validate_model_input: encoder cache size)",
+    ),
     # --- wrappers: something fatal happened; the cause is above
     Failure(
         "E-DIED",
@@ -375,6 +394,11 @@ FAILURES: tuple[Failure, ...] = (
 # Lines that look like errors in every healthy run, or per-request errors that do not fail the
 # deployment (a tool parser failing on a random model's text). Matched on the vLLM source file.
 BENIGN_SOURCES = rx(r"tool_parser|reasoning_parser|serving_chat|serving\.py|api_utils|system_utils")
+# Of those, the OpenAI server's request handlers (vllm/entrypoints/openai/serving_*.py, serving.py): an error there
+# failed one request (HTTP 400/500: a prompt over max_model_len, a chat template or Harmony parse, a stream
+# generator's exception) while the engine served on. Not the tool and reasoning parsers, which log an error for any
+# model text they cannot parse, in runs that are otherwise healthy.
+REQUEST_SOURCES = rx(r"(?:^|/)serving(?:_\w+)?\.py:")
 
 # Lines vLLM logs at error level when it falls back rather than fails: not failures.
 # ("Cannot use FA version N is not supported due to ...": get_flash_attn_version returns None and

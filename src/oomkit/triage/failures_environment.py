@@ -36,6 +36,11 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             r"|backend is not available or outdated\. Please install"
             # ptxas (CUDA's assembler, run by Triton and JIT builds) that predates the GPU's architecture
             r"|is not defined for option 'gpu-name'"
+            # DeepGEMM's host-side check (DG_HOST_ASSERT, csrc/utils/exception.hpp: "Assertion error (file:line): cond"):
+            # the kernel library refusing this GPU's architecture or this shape, raised from its JIT heuristics
+            r"|Assertion error \(\S*deep_?gemm\S*\)"
+            # Ray's raylet (store_runner.cc): the object store asked for more /dev/shm than the container has
+            r"|System memory request exceeds memory available in /dev/shm"
         ),
         "environment",
         "environment",
@@ -55,7 +60,8 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
         "('Failed to load NCCL library from': the library, not the link); torch/cuda/__init__.py _lazy_init (fork); "
         "torch's op namespaces of vLLM's compiled extensions (_C, _moe_C, _rocm_C: 'object has no attribute' when the "
         "build lacks the op); Triton's fp8 dtype check ('not supported in this architecture'); vLLM's CUTLASS "
-        "dispatch ('not implemented for Blackwell')",
+        "dispatch ('not implemented for Blackwell'); DeepGEMM's DG_HOST_ASSERT ('Assertion error (...deepgemm...)'); "
+        "Ray's raylet store_runner.cc ('/dev/shm' smaller than the object store)",
     ),
     Failure(
         "E-MODELCFG",
@@ -72,6 +78,12 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # and of one whose Transformers class the Transformers backend cannot run (registry.py
             # _try_resolve_transformers, model_loader/utils.py resolve_transformers_arch/_fallback, 0.7-0.34)
             r"|The Transformers implementation of \S+ is not compatible with vLLM"
+            # Transformers unable to read the model's config or tokenizer (configuration_utils.py get_config_dict,
+            # tokenization_utils_base.py from_pretrained: a wrong name or path, no access, a release too old for it)
+            r"|Can't load (?:the configuration|tokenizer) (?:of|for) '"
+            # an option naming a tool-call or reasoning parser this release does not have (vllm's ToolParserManager
+            # and ReasoningParserManager: KeyError "invalid tool call parser: X (chose from { ... })")
+            r"|invalid (?:tool call|reasoning) parser: "
         ),
         "environment",
         "environment",
@@ -85,7 +97,9 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
         "vllm/config/model.py (ModelConfig: _get_and_verify_max_len 'greater than the derived', "
         "verify_with_parallel_config 'SupportsPP'); transformers/models/auto/configuration_auto.py (AutoConfig); "
         "transformers/dynamic_module_utils.py (resolve_trust_remote_code); vllm/model_executor/models/registry.py "
-        "(_ModelRegistry._raise_for_unsupported, _try_resolve_transformers)",
+        "(_ModelRegistry._raise_for_unsupported, _try_resolve_transformers); transformers' configuration_utils.py and "
+        "tokenization_utils_base.py ('Can't load the configuration of'); vllm's ToolParserManager and "
+        "ReasoningParserManager ('invalid tool call parser')",
     ),
     Failure(
         "E-BACKEND",
@@ -121,6 +135,8 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             r"|OutOfResources: out of resource: shared memory"
             # HIP's runtime compiler (hiprtc) not loadable, or asked to build with no target architecture
             r"|hip runtime failed to load|Please provide architecture for which code is to be generated"
+            # the failing compile command ninja echoes (FlashInfer's and torch's JIT builds), logged as the error
+            r"|^:?\S*/nvcc\s+-"
         ),
         "environment",
         "environment",

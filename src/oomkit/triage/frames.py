@@ -137,7 +137,15 @@ SERVING_FRAME = rx(
 # V0 (0.6.x) wraps the GPU model runner's `execute_model` in `dump_input_when_exception`, whose inner
 # function is `model_runner_base.py::_wrapper`: a traceback cut below it stands where `execute_model`
 # would, and counts the same way (serving, unless a start-up frame such as `profile_run` is above it).
-SERVING_PATH_FRAME = rx(r"worker/model_runner_base\.py::_wrapper$")
+# The request path is serving too: the OpenAI server's request handlers (vllm/entrypoints/openai/serving_*.py; from
+# 0.2x also <endpoint>/serving.py), uvicorn handling an HTTP request (run_asgi), and the engine core taking in a request
+# (V1 core.py preprocess_add_request, add_request): none of them runs before the server is up.
+SERVING_PATH_FRAME = rx(
+    r"worker/model_runner_base\.py::_wrapper$"
+    r"|/vllm/entrypoints/openai/(?:\w+/)?serving(?:_\w+)?\.py::"
+    r"|/uvicorn/protocols/http/\w+_impl\.py::run_asgi$"
+    r"|/vllm/v1/engine/core\.py::(?:preprocess_add_request|add_request)$"
+)
 
 
 # Frames that run the model's forward pass: a model's `forward`, torch.fx's compiled graph module, Dynamo's wrapper of

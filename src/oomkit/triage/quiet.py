@@ -89,6 +89,22 @@ def no_failure_verdict(t: Triage) -> Verdict:
             t,
             extra=[line],
         )
+    if st.request_error is not None:
+        return make_verdict(
+            Conclusion(
+                "not_oom_other",
+                False,
+                "low",
+                "the API server's request handler logged an error and the engine logged none",
+                "a request failed in the API server (an HTTP error for that request, not a memory error); "
+                "the engine itself logged no failure",
+                "R-REQUEST",
+            ),
+            [],
+            t,
+            extra=[st.request_error],
+            decided_by="template",
+        )
     if st.ready:
         how = " and stopped cleanly" if st.shutdown else ""
         return make_verdict(

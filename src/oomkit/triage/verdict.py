@@ -35,7 +35,7 @@ def decide(t: Triage) -> Verdict:
     if request:
         return make_verdict(
             Conclusion(
-                "not_oom_other", False, "high", "explicit request-length error", request.rule.what, request.rule.id
+                "not_oom_other", False, "high", "an explicit error of one request", request.rule.what, request.rule.id
             ),
             [request],
             decided_by="template",
