@@ -42,9 +42,10 @@ CASES = {
         "not_oom_other",
         False,
     ),
+    # (session 14: the Mamba-blocks message this case first quoted has a hand rule now, E-MAMBABLOCKS)
     "first_sentence_of_a_template": Case(
-        "ValueError: max_num_seqs (1024) exceeds available Mamba cache blocks (969).\n",
-        "kv_cache_allocation",
+        "ValueError: Out of memory while warming up the pooler (task=embed) with 256 dummy requests.\n",
+        "memory_profiling",
         True,
         "high",
     ),

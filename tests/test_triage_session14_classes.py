@@ -12,7 +12,11 @@ Transformers unable to load a model's configuration or tokenizer, an option nami
 the release does not have, and the nvcc command a failed JIT build echoes as the error. One request failing on its own content is `not_oom_other` too: the structured-output
 grammar refusing a sampled token ("Failed to advance FSM for request"), a multimodal item larger than the encoder
 cache sized at start-up. A traceback cut in the request path (the OpenAI server's request handlers, uvicorn handling
-an HTTP request, the engine core taking a request in) is a crash while serving, as the model-execution path is."""
+an HTTP request, the engine core taking a request in) is a crash while serving, as the model-execution path is. The network also
+counts HCCL's failures (Ascend: torch_npu's ERR02200, "HCCL Error Code: N") and CuPy's NCCL errors; the environment
+counts libNVVM refusing a JIT compiler's options and pydantic's refusal of a field of vLLM's config dataclasses
+quoted without its header. max_num_seqs above the Mamba state blocks the pool holds is the KV cache's allocation, a
+setting to lower, not out of memory."""
 
 from pathlib import Path
 
@@ -158,6 +162,44 @@ CASES = {
         "not_oom_other",
         False,
         "low",
+    ),
+    "hccl_api_failed": Case(
+        f"{CORE}[ERROR] 2025-10-10-17:15:01 (PID:1195, Device:0, RankID:-1) ERR02200 DIST call hccl api failed.\n",
+        "network_communication",
+        False,
+        "high",
+    ),
+    "hccl_error_code": Case(
+        "RuntimeError: Failed to register memory | HCCL Error Code: 19\n", "network_communication", False, "high"
+    ),
+    "cupy_nccl_error": Case(
+        "cupy_backends.cuda.libs.nccl.NcclError: NCCL_ERROR_INVALID_USAGE: invalid usage\n",
+        "network_communication",
+        False,
+        "high",
+    ),
+    "libnvvm_refuses_the_options": Case(
+        "error: unknown: failed to verify the compilation unit (error 7: NVVM_ERROR_INVALID_OPTION),\n"
+        "libNVVM extra log: libnvvm : error: -arch=compute_ is an unsupported option\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "config_field_refused_without_its_header": Case(
+        "Value error, Eagle3 is only supported for Llama models. Got self.target_model_config.hf_text_config."
+        "model_type='qwen3' [type=value_error, input_value=ArgsKwargs((), {'method': 'eagle3'}), "
+        "input_type=ArgsKwargs]\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "max_num_seqs_above_the_mamba_blocks": Case(
+        "ValueError: max_num_seqs (1024) exceeds available Mamba cache blocks (969). Each decode sequence requires "
+        "one Mamba cache block, so CUDA graph capture cannot proceed. Please lower max_num_seqs to at most 969 or "
+        "increase gpu_memory_utilization.\n",
+        "kv_cache_allocation",
+        False,
+        "high",
     ),
 }
 

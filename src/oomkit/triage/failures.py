@@ -32,6 +32,11 @@ FAILURES: tuple[Failure, ...] = (
             # a native crash whose faulting function is NCCL's (abseil's signal handler, via Ray, prints the PC's
             # symbol: "PC: @ 0x7f0c73d2944a (unknown) addProxyOpIfNeeded()"): the collective's transport failed
             r"|PC: @ +0x[0-9a-f]+ .*\b(?:nccl\w+|addProxyOpIfNeeded|ncclProxy\w*)\(\)"
+            # HCCL, Ascend's collective library, as torch_npu and LMCache-Ascend report its failures (ERR02200 "DIST
+            # call hccl api failed", "HCCL Error Code: N", a communicator that could not be created)
+            r"|DIST call hccl api failed|HCCL Error Code: \d+|hcclCommInitRootInfo\w* .*error code"
+            # CuPy's NCCL binding (vLLM 0.3's CUDA-graph all-reduce): "NcclError: NCCL_ERROR_INVALID_USAGE: invalid usage"
+            r"|NcclError: NCCL_ERROR_\w+"
         ),
         "network",
         "network_communication",
@@ -43,7 +48,7 @@ FAILURES: tuple[Failure, ...] = (
         "('Timed out after N seconds waiting for clients. M/W clients joined.')"
         "; rdma-core providers/mlx5 ('mlx5: HOST: got completion with error:'); vLLM csrc/custom_all_reduce.cuh "
         "CUDACHECK ('Failed: Cuda error %s:%d '%s''); abseil failure_signal_handler.cc's 'PC: @' line with an NCCL "
-        "symbol",
+        "symbol; torch_npu's ERR02200 and HCCL error codes (Ascend); cupy_backends/cuda/libs/nccl.pyx (NcclError)",
         excludes=("E-CPUALLOC",),
     ),  # "ibv_reg_mr failed: Cannot allocate memory" is pinned memory (memlock), not host RAM
     Failure(
@@ -264,6 +269,9 @@ FAILURES: tuple[Failure, ...] = (
             # pydantic's refusal of one of vLLM's config classes (VllmConfig, ModelConfig, ...), not of a request's or
             # a response's model (CompletionResponseChoice: the API layer while serving)
             r"|ValidationError: \d+ validation errors? for \w*Config\b"
+            # and its line for one refused field, quoted without the header: vLLM's configs are pydantic dataclasses,
+            # whose input is the constructor's ArgsKwargs (a request model's input is a dict)
+            r"|\[type=\w+, input_value=ArgsKwargs\("
         ),
         "config",
         # the corpus's phase vocabulary (corpus/README.md): arguments and settings refused before any engine

@@ -137,6 +137,8 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             r"|hip runtime failed to load|Please provide architecture for which code is to be generated"
             # the failing compile command ninja echoes (FlashInfer's and torch's JIT builds), logged as the error
             r"|^:?\S*/nvcc\s+-"
+            # libNVVM refusing the options a JIT compiler (CUTLASS's Python DSL, Triton) passed for this GPU
+            r"|NVVM_ERROR_[A-Z_]+|libNVVM extra log"
         ),
         "environment",
         "environment",

@@ -174,13 +174,15 @@ MARKERS: tuple[Marker, ...] = (
     Marker(
         "R-CAPTURE",
         rx(
-            r"(?:^Compile and warming up model for size|Capturing (?:[\w%-]+ ){0,3}CUDA graphs?|^Capturing (?:cudagraphs|the model for CUDA graphs)|^Graph capturing finished in|^CUDA graph pool memory:|^Free memory on device \([\d.]+/[\d.]+ GiB\) on startup\. Desired)"
+            r"(?:^Compile and warming up model for size|Capturing (?:[\w%-]+ ){0,3}(?:CUDA|ACL) graphs?|^Capturing (?:cudagraphs|the model for CUDA graphs)|^Graph capturing finished in|^CUDA graph pool memory:|^Free memory on device \([\d.]+/[\d.]+ GiB\) on startup\. Desired)"
         ),
         "cudagraph_capture",
         "cudagraph_capture",
         "Graph capturing finished in 12 secs, took 0.87 GiB",
         # the progress bar's desc names what it captures in newer vLLM: "Capturing prefill CUDA graphs", "Capturing
-        # decode CUDA graphs", "Capturing multi-module MTP CUDA graphs" (v1/worker/gpu/spec_decode/*/speculator.py)
+        # decode CUDA graphs", "Capturing multi-module MTP CUDA graphs" (v1/worker/gpu/spec_decode/*/speculator.py);
+        # vllm-ascend's model runner captures ACL graphs under the same bar ("Capturing ACL graphs (mixed prefill-decode,
+        # PIECEWISE)")
         f"{V} §2.3 R-WARMSIZE/R-CAPBAR/R-CAPDONE/R-BREAKDOWN",
     ),
     Marker(
