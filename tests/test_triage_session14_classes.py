@@ -16,7 +16,10 @@ an HTTP request, the engine core taking a request in) is a crash while serving, 
 counts HCCL's failures (Ascend: torch_npu's ERR02200, "HCCL Error Code: N") and CuPy's NCCL errors; the environment
 counts libNVVM refusing a JIT compiler's options and pydantic's refusal of a field of vLLM's config dataclasses
 quoted without its header. max_num_seqs above the Mamba state blocks the pool holds is the KV cache's allocation, a
-setting to lower, not out of memory."""
+setting to lower, not out of memory. Also the environment: vLLM's CUTLASS scaled-mm built without a kernel for the GPU,
+rocBLAS without a Tensile library for the card, LLVM's AMDGPU backend refusing a Triton kernel's stack, Transformers
+5's per-layer config refusing a global read, and a kernel library with no kernel for the shape ("has no decode kernel
+for this shape", before serving)."""
 
 from pathlib import Path
 
@@ -200,6 +203,40 @@ CASES = {
         "kv_cache_allocation",
         False,
         "high",
+    ),
+    "no_compiled_cutlass_scaled_mm": Case(
+        "NotImplementedError: No compiled cutlass_scaled_mm for a compute capability less than CUDA device "
+        "capability: 75\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "rocblas_without_a_tensile_library": Case(
+        "rocBLAS error: Cannot read /opt/rocm/lib/rocblas/library/TensileLibrary.dat: Illegal seek for GPU arch : "
+        "gfx1150\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "triton_kernel_stack_too_large_on_rocm": Case(
+        "error: triton_flash_attention.py:211:0: stack frame size (164332) exceeds limit (131056) in function "
+        "'attn_fwd_0d1d2d3de45de6d7de8de9de10c11de12'\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "transformers_per_layer_config": Case(
+        "transformers.integrations.heterogeneity.configuration_utils.AmbiguousGlobalPerLayerAttributeError:\n"
+        "'head_dim' is a per-layer attribute and may vary across layers.\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "kernel_library_without_a_kernel_for_the_shape": Case(
+        "ValueError: SM120 sparse-MLA has no decode kernel for this shape: num_tokens=16, num_heads=64, topk=11\n",
+        "environment",
+        False,
+        "low",
     ),
 }
 

@@ -41,6 +41,13 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             r"|Assertion error \(\S*deep_?gemm\S*\)"
             # Ray's raylet (store_runner.cc): the object store asked for more /dev/shm than the container has
             r"|System memory request exceeds memory available in /dev/shm"
+            # vLLM's CUTLASS scaled-mm dispatch built without a kernel for this GPU (csrc/quantization/cutlass_w8a8/
+            # scaled_mm_entry.cu: "No compiled cutlass_scaled_mm for a compute capability less than ...")
+            r"|No compiled \w+ for a (?:CUDA )?(?:device )?compute capability"
+            # rocBLAS with no Tensile library for this GPU's gfx target (the ROCm build does not cover the card)
+            r"|Cannot read \S*TensileLibrary\S*|rocBLAS error: Cannot read"
+            # Transformers 5's per-layer (heterogeneous) config refusing the global read an older vLLM does
+            r"|AmbiguousGlobalPerLayerAttributeError"
         ),
         "environment",
         "environment",
@@ -61,7 +68,9 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
         "torch's op namespaces of vLLM's compiled extensions (_C, _moe_C, _rocm_C: 'object has no attribute' when the "
         "build lacks the op); Triton's fp8 dtype check ('not supported in this architecture'); vLLM's CUTLASS "
         "dispatch ('not implemented for Blackwell'); DeepGEMM's DG_HOST_ASSERT ('Assertion error (...deepgemm...)'); "
-        "Ray's raylet store_runner.cc ('/dev/shm' smaller than the object store)",
+        "Ray's raylet store_runner.cc ('/dev/shm' smaller than the object store); vLLM's cutlass_w8a8 "
+        "scaled_mm_entry.cu ('No compiled cutlass_scaled_mm'); rocBLAS's Tensile loader; transformers' "
+        "integrations/heterogeneity ('AmbiguousGlobalPerLayerAttributeError')",
     ),
     Failure(
         "E-MODELCFG",
@@ -139,6 +148,8 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             r"|^:?\S*/nvcc\s+-"
             # libNVVM refusing the options a JIT compiler (CUTLASS's Python DSL, Triton) passed for this GPU
             r"|NVVM_ERROR_[A-Z_]+|libNVVM extra log"
+            # LLVM's AMDGPU backend refusing a Triton kernel's stack for this target (ROCm, older gfx)
+            r"|stack frame size \(\d+\) exceeds limit"
         ),
         "environment",
         "environment",

@@ -138,7 +138,7 @@ def template_phase(msg: str) -> tuple[str, MessageRow] | None:
 REFUSAL = re.compile(
     r"\bnot supported\b|\bunsupported\b|\bdoes not support\b|\bdoesn't support\b|\bonly supports?\b"
     r"|\bis not applicable\b|\bnot divisible by\b|\bdivide\b.{0,60}\bevenly\b|\bInsufficient devices\b"
-    r"|\bis invalid\. Valid\b|\bcannot have more than\b"
+    r"|\bis invalid\. Valid\b|\bcannot have more than\b|\bhas no (?:\w+ ){0,2}kernel for\b"
     r"|\b[Pp]lease (?:try|use|install|set|upgrade|reinstall)\b",
 )
 
