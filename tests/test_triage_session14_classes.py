@@ -19,7 +19,9 @@ quoted without its header. max_num_seqs above the Mamba state blocks the pool ho
 setting to lower, not out of memory. Also the environment: vLLM's CUTLASS scaled-mm built without a kernel for the GPU,
 rocBLAS without a Tensile library for the card, LLVM's AMDGPU backend refusing a Triton kernel's stack, Transformers
 5's per-layer config refusing a global read, and a kernel library with no kernel for the shape ("has no decode kernel
-for this shape", before serving)."""
+for this shape", before serving), a config that cannot be pickled for the process vLLM spawns (a patching library's
+local class), and PyTorch refusing expandable segments with the memory pool vLLM's sleep mode allocates from. ROCm's runtime aborting a queue on a kernel's memory fault (HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION)
+is a crash, not memory."""
 
 from pathlib import Path
 
@@ -237,6 +239,26 @@ CASES = {
         "environment",
         False,
         "low",
+    ),
+    "config_that_cannot_be_pickled_for_the_engine_process": Case(
+        "RuntimeError: Can't pickle local object 'patch_vllm_compute_dtype.<locals>.BitsAndBytesConfig'\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "expandable_segments_with_sleep_mode": Case(
+        "AssertionError: Expandable segments are not compatible with memory pool.\n"
+        "Please track https://github.com/pytorch/pytorch/issues/147851 for the\nlatest updates.\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "rocm_queue_aborted_on_a_memory_fault": Case(
+        READY + ":0:rocdevice.cpp            :3675: 2139490044663 us:  Callback: Queue 0x7ee7b4200000 aborting with "
+        "error : HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: The agent attempted to access memory beyond the largest "
+        "legal address. code: 0x29\n",
+        "not_oom_other",
+        False,
     ),
 }
 

@@ -204,6 +204,8 @@ FAILURES: tuple[Failure, ...] = (
             # the same kernel faults on other accelerators: ROCm's runtime (a kernel touching an unmapped page),
             # Habana's Synapse (a device that stopped making progress), Ascend's CANN (an AI-core kernel fault)
             r"|Memory access fault by GPU node-\d+|Synapse detected a device critical error|aicore execution is abnormal"
+            # ROCm's HIP runtime aborting a queue on a kernel's memory fault (rocdevice.cpp callback)
+            r"|HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION"
         ),
         "crash",
         "not_oom_other",

@@ -48,6 +48,12 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             r"|Cannot read \S*TensileLibrary\S*|rocBLAS error: Cannot read"
             # Transformers 5's per-layer (heterogeneous) config refusing the global read an older vLLM does
             r"|AmbiguousGlobalPerLayerAttributeError"
+            # a process vLLM spawns (the engine core, workers) cannot receive the config: a class a patching library
+            # defined inside a function (Unsloth's BitsAndBytesConfig) does not pickle (CPython's pickle)
+            r"|Can't pickle local object"
+            # PyTorch's caching allocator refusing PYTORCH_CUDA_ALLOC_CONF=expandable_segments with the memory pool
+            # vLLM's sleep mode allocates from (c10/cuda/CUDACachingAllocator.cpp)
+            r"|Expandable segments are not compatible with memory pool"
         ),
         "environment",
         "environment",
@@ -70,7 +76,8 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
         "dispatch ('not implemented for Blackwell'); DeepGEMM's DG_HOST_ASSERT ('Assertion error (...deepgemm...)'); "
         "Ray's raylet store_runner.cc ('/dev/shm' smaller than the object store); vLLM's cutlass_w8a8 "
         "scaled_mm_entry.cu ('No compiled cutlass_scaled_mm'); rocBLAS's Tensile loader; transformers' "
-        "integrations/heterogeneity ('AmbiguousGlobalPerLayerAttributeError')",
+        "integrations/heterogeneity ('AmbiguousGlobalPerLayerAttributeError'); CPython's pickle ('Can't pickle "
+        "local object'); c10/cuda/CUDACachingAllocator.cpp (expandable segments with a memory pool)",
     ),
     Failure(
         "E-MODELCFG",
