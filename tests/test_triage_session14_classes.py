@@ -21,7 +21,8 @@ rocBLAS without a Tensile library for the card, LLVM's AMDGPU backend refusing a
 5's per-layer config refusing a global read, and a kernel library with no kernel for the shape ("has no decode kernel
 for this shape", before serving), a config that cannot be pickled for the process vLLM spawns (a patching library's
 local class), and PyTorch refusing expandable segments with the memory pool vLLM's sleep mode allocates from. ROCm's runtime aborting a queue on a kernel's memory fault (HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION)
-is a crash, not memory."""
+is a crash, not memory. A wrapper calling a vLLM built with another signature ("got an unexpected keyword argument",
+before serving) is the environment; NCCL probing for an optional network plugin at INFO level is not a failure."""
 
 from pathlib import Path
 
@@ -258,6 +259,20 @@ CASES = {
         "error : HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: The agent attempted to access memory beyond the largest "
         "legal address. code: 0x29\n",
         "not_oom_other",
+        False,
+    ),
+    "wrapper_built_for_another_vllm_signature": Case(
+        "    self.model = AsyncLLMEngine.from_engine_args(AsyncEngineArgs(**engine_args))\n"
+        "TypeError: __init__() got an unexpected keyword argument 'limit_mm_per_prompt'\n",
+        "environment",
+        False,
+        "low",
+    ),
+    "nccl_probing_for_its_network_plugin_is_not_a_failure": Case(
+        "wTR24:410601:410601 [1] NCCL INFO NET/Plugin: Plugin load returned 2 : libnccl-net.so: cannot open shared "
+        "object file: No such file or directory : when loading libnccl-net.so\n"
+        "wTR24:410601:410601 [1] NCCL INFO NET/Plugin: Using internal network plugin.\n" + READY,
+        "healthy",
         False,
     ),
 }

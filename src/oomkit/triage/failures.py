@@ -413,7 +413,9 @@ REQUEST_SOURCES = rx(r"(?:^|/)serving(?:_\w+)?\.py:")
 # Lines vLLM logs at error level when it falls back rather than fails: not failures.
 # ("Cannot use FA version N is not supported due to ...": get_flash_attn_version returns None and
 # another attention path is used; vllm/attention/utils/fa_utils.py, vllm/v1/attention/backends/fa_utils.py.)
-FALLBACK_LINES = rx(r"Cannot use FA version \d+ is not supported due to")
+# NCCL's probe for an optional network plugin at INFO level ("NET/Plugin: Plugin load returned 2 : libnccl-net.so:
+# cannot open shared object file"): NCCL goes on with its built-in transports (src/plugin/net.cc).
+FALLBACK_LINES = rx(r"Cannot use FA version \d+ is not supported due to|NCCL INFO NET/Plugin\b")
 # SIGKILL forms a shell or executor prints for a process vLLM killed itself after E-FATALSIG.
 SELF_KILL = rx(r"^Killed$|exit code:? 137|exit code: -9\b")
 

@@ -133,13 +133,18 @@ def template_phase(msg: str) -> tuple[str, MessageRow] | None:
 # A setting, device count or platform feature refused in so many words: vLLM's argument and config checks,
 # its platforms' and plugins' device checks and the libraries under it (pyzmq, Ray's placement groups) word
 # their refusals this way ("X is not supported", "only supports", "is not applicable in headless mode",
-# "Insufficient devices", "N is not divisible by M"). Raised before the engine serves, such a message is the
-# settings or the installation refusing the launch, which the labelling convention files under environment.
+# "Insufficient devices", "N is not divisible by M"), and so does CPython when a wrapper calls a vLLM built with another
+# signature. Raised before the engine serves, such a message is the settings or the installation refusing the launch,
+# which the labelling convention files under environment.
 REFUSAL = re.compile(
     r"\bnot supported\b|\bunsupported\b|\bdoes not support\b|\bdoesn't support\b|\bonly supports?\b"
     r"|\bis not applicable\b|\bnot divisible by\b|\bdivide\b.{0,60}\bevenly\b|\bInsufficient devices\b"
     r"|\bis invalid\. Valid\b|\bcannot have more than\b|\bhas no (?:\w+ ){0,2}kernel for\b"
-    r"|\b[Pp]lease (?:try|use|install|set|upgrade|reinstall)\b",
+    r"|\b[Pp]lease (?:try|use|install|set|upgrade|reinstall)\b"
+    # a call whose signature the installed release does not have: a wrapper or plugin built for another vLLM
+    # (CPython's TypeError for a keyword the callee lacks, or for arguments it now requires)
+    r"|\bgot an unexpected keyword argument\b|\bgot multiple values for (?:keyword )?argument\b"
+    r"|\bmissing \d+ required (?:positional|keyword-only) arguments?\b|\btakes \d+ positional arguments? but \d+",
 )
 
 
