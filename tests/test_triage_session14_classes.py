@@ -22,7 +22,10 @@ rocBLAS without a Tensile library for the card, LLVM's AMDGPU backend refusing a
 for this shape", before serving), a config that cannot be pickled for the process vLLM spawns (a patching library's
 local class), and PyTorch refusing expandable segments with the memory pool vLLM's sleep mode allocates from. ROCm's runtime aborting a queue on a kernel's memory fault (HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION)
 is a crash, not memory. A wrapper calling a vLLM built with another signature ("got an unexpected keyword argument",
-before serving) is the environment; NCCL probing for an optional network plugin at INFO level is not a failure."""
+before serving) is the environment; NCCL probing for an optional network plugin at INFO level is not a failure. vLLM's
+sleep-mode allocator failing to map memory ("CUDA Error: out of memory at .../cumem_allocator.cpp") is out of memory
+(a lone OOM line: the likeliest phase, confidence low); the model registry's inspection subprocess failing is the
+environment."""
 
 from pathlib import Path
 
@@ -274,6 +277,19 @@ CASES = {
         "wTR24:410601:410601 [1] NCCL INFO NET/Plugin: Using internal network plugin.\n" + READY,
         "healthy",
         False,
+    ),
+    "sleep_mode_allocator_out_of_memory": Case(
+        "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62\n",
+        "weight_loading",
+        True,
+        "low",
+    ),
+    "model_registry_inspection_subprocess_failed": Case(
+        "ERROR 01-14 23:14:12 registry.py:297] subprocess.CalledProcessError: Command '['/usr/bin/python3', '-m', "
+        "'vllm.model_executor.models.registry']' returned non-zero exit status 1.\n",
+        "environment",
+        False,
+        "high",
     ),
 }
 

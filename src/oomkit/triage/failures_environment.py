@@ -100,6 +100,9 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # an option naming a tool-call or reasoning parser this release does not have (vllm's ToolParserManager
             # and ReasoningParserManager: KeyError "invalid tool call parser: X (chose from { ... })")
             r"|invalid (?:tool call|reasoning) parser: "
+            # the model registry inspects a model class in a subprocess (registry.py _run_in_subprocess, 0.6-0.8): it
+            # failing means the class cannot be imported or inspected with this installation
+            r"|vllm\.model_executor\.models\.registry'\]' returned non-zero exit status"
         ),
         "environment",
         "environment",

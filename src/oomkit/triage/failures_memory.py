@@ -113,6 +113,9 @@ MEMORY_FAILURES: tuple[Failure, ...] = (
             # (pytorch/pytorch#112377, #185240): "NVML_SUCCESS == r INTERNAL ASSERT FAILED at
             # ".../CUDACachingAllocator.cpp":1131". Not the nvmlInit_v2_() assert, which fails at start.
             r"|NVML_SUCCESS == r INTERNAL ASSERT FAILED"
+            # vLLM's own allocator for sleep mode (csrc/cumem_allocator.cpp, CUDA_CHECK of cuMemCreate/cuMemMap):
+            # "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62"
+            r"|CUDA Error: out of memory at \S*cumem_allocator"
         ),
         "oom",
         _OOM_CTX,
