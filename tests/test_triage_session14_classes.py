@@ -131,11 +131,13 @@ CASES = {
         "high",
     ),
     "image_larger_than_the_encoder_cache": Case(
-        "ValueError: The decoder prompt contains a(n) image item with length 4641, which exceeds the pre-allocated "
+        # as an API client shows it: the message alone, without the exception's name
+        "The decoder prompt contains a(n) image item with length 4641, which exceeds the pre-allocated "
         "encoder cache size 3721. Please reduce the input size or increase the encoder cache size by setting "
         "--limit-mm-per-prompt at startup.\n",
         "not_oom_other",
         False,
+        "high",
     ),
     "cut_in_the_api_servers_request_handler": Case(
         frames(
