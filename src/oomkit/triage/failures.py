@@ -165,7 +165,7 @@ FAILURES: tuple[Failure, ...] = (
     Failure(
         "E-CORE-WAIT",
         rx(
-            r"Waiting for \d+ local, \d+ remote core engine proc\(s\) to start|No available shared memory broadcast block found in \d+ seconds?"
+            r"Waiting for \d+ local, \d+ remote core engine proc\(s\) to start|No available (?:shared memory broadcast )?block found in \d+ seconds?"
         ),
         "stall",
         "timeout",
@@ -173,7 +173,8 @@ FAILURES: tuple[Failure, ...] = (
         50,
         "the engine stopped making progress: the API server waits for the engine core, or the engine core waits for a worker",
         "No available shared memory broadcast block found in 60 seconds. This typically happens when some processes are hanging.",
-        "vllm/v1/engine/utils.py (wait_for_engine_startup); vllm/distributed/device_communicators/shm_broadcast.py (acquire_write/read)",
+        "vllm/v1/engine/utils.py (wait_for_engine_startup); vllm/distributed/device_communicators/shm_broadcast.py "
+        "(acquire_write/read; 0.6-0.7 word it 'No available block found in 60 second.', knowledge rows m01893, m01896)",
     ),
     Failure(
         "E-CAPTURE",

@@ -218,6 +218,14 @@ FIGURES: tuple[FigureRule, ...] = (
         "vLLM 0.6 V0 profiling line",
     ),
     FigureRule(
+        # LLM.generate's tqdm bar (vllm/entrypoints/llm.py `_run_engine`, desc "Processed prompts"); tqdm redraws
+        # it in place with carriage returns, so one line may hold many redraws: the last one counts
+        R(r"Processed prompts:\s+\d+%\|[^|]*\|\s*(?P<done>\d+)/(?P<total>\d+)\b(?!.*Processed prompts:)"),
+        {"done": "offline_prompts_done", "total": "offline_prompts_total"},
+        "last",
+        "vllm/entrypoints/llm.py LLM._run_engine (tqdm desc 'Processed prompts')",
+    ),
+    FigureRule(
         R(r"the rest of the memory reserved for KV Cache is (?P<kv>[\d.]+) ?GiB"),
         {"kv": "available_kv_cache_gib"},
         "min",

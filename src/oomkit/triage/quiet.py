@@ -105,6 +105,9 @@ def no_failure_verdict(t: Triage) -> Verdict:
             extra=[st.request_error],
             decided_by="template",
         )
+    progress = _offline_progress(t)
+    if progress is not None:
+        return _offline_verdict(t, *progress)
     if st.ready:
         how = " and stopped cleanly" if st.shutdown else ""
         return make_verdict(
@@ -197,6 +200,41 @@ def no_failure_verdict(t: Triage) -> Verdict:
         [],
         t,
     )
+
+
+def _offline_progress(t: Triage) -> tuple[int, int, Evidence] | None:
+    """The last redraw of LLM.generate's progress bar, when it shows the call finished (N/N) or never finished a
+    prompt (0/N); a bar part-way says nothing about why the log ends there."""
+    done, total = t.facts.figures.get("offline_prompts_done"), t.facts.figures.get("offline_prompts_total")
+    evidence = t.facts.evidence.get("offline_prompts_done")
+    if not isinstance(done, int) or not isinstance(total, int) or total <= 0 or evidence is None:
+        return None
+    return (done, total, evidence) if done in (0, total) else None
+
+
+def _offline_verdict(t: Triage, done: int, total: int, evidence: Evidence) -> Verdict:
+    if done == total:
+        conclusion = Conclusion(
+            "healthy",
+            False,
+            "medium",
+            "the offline generate call's progress bar reached its end and no failure line follows",
+            f"LLM.generate finished all {total} prompt(s); no failure was logged",
+            None,
+        )
+    else:
+        # the bar is drawn at 0/N when the call starts and redrawn when a prompt finishes: a log that ends on 0/N
+        # with no error stopped while the first step had not completed (a hang, or a kill the log does not show)
+        conclusion = Conclusion(
+            "timeout",
+            False,
+            "low",
+            "the offline generate call's progress bar stays at 0 prompts done and nothing follows",
+            f"LLM.generate started {total} prompt(s) and the log ends before the first one finished, with no error: "
+            "the engine hung in its first steps (or was killed without a trace)",
+            "R-NOPROGRESS",
+        )
+    return make_verdict(conclusion, [], t, extra=[evidence], decided_by="marker")
 
 
 def _stalled(t: Triage) -> tuple[float, Evidence] | None:
