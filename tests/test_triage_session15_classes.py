@@ -4,15 +4,31 @@ no prompt ever finished (a hang: timeout, confidence low); part-way it says noth
 the last redraw on a line counts. vLLM 0.6-0.7 word the shared-memory broadcast wait "No available block found in 60
 second." (later "No available shared memory broadcast block ..."): the same hang. A lone out-of-memory line whose
 PyTorch allocation is 98% of the device or more came from a step no gpu_memory_utilization budget bounds: weight
-loading (low), not serving."""
+loading (low), not serving.
+
+V1's engine core logs "EngineCore encountered a fatal error" only once the core was built (start-up done), so alone it
+is a crash while serving. Before serving, an exception no rule places is the environment when it is a feature not
+implemented (NotImplementedError), a refusal worded "do not support", or a model config without a field the code
+reads. Also the environment: ptxas refusing the PTX for the GPU (also as Triton's PTXASError), FlashInfer's JIT without
+an architecture for the GPU, a trust_remote_code config class that cannot be pickled for a spawned process,
+Transformers' AutoModel without a class for the config, Transformers' old rope_scaling check, and the host C compiler
+failing on Triton's launcher. torch.compile: vLLM's "failed to compile the model", a compiled graph's shape guard, and
+a custom op the tracer cannot dispatch. A traceback the API server's request handler logs (serving_chat.py) failed one
+request, even when cut. The KV check's figures alone ("1.75 GiB KV cache is needed") and a plugin's "not enough Metal
+memory for KV cache" are the KV allocation; a checkpoint tensor narrower than its shard (torch's narrow check) is
+weight loading."""
 
 from pathlib import Path
 
 import pytest
 from _triage_synth import Case, checked_verdict
 
+CORE = "(EngineCore_DP0 pid=60) ERROR 01-12 01:09:14 [core.py:708] "
+READY = "INFO 06-16 09:49:10 [launcher.py:29] Route: /v1/chat/completions, Methods: POST\nINFO:     Application startup complete.\n"
 INIT = "INFO 04-09 02:07:01 [core.py:162] init engine (profile, create kv cache, warmup model) took 68.69 seconds\n"
-BAR = "Processed prompts: {pct:>3}%|{fill:<10}| {done}/{total} [00:03<00:00,  4.40it/s, est. speed input: 770.79 toks/s]"
+BAR = (
+    "Processed prompts: {pct:>3}%|{fill:<10}| {done}/{total} [00:03<00:00,  4.40it/s, est. speed input: 770.79 toks/s]"
+)
 
 
 def bar(done: int, total: int) -> str:
@@ -45,6 +61,113 @@ CASES = {
     ),
     "oom_with_pytorch_holding_the_whole_device": Case(oom(78.78, 79.44), "weight_loading", True, "low"),
     "oom_with_pytorch_inside_a_budget_is_serving": Case(oom(74.06, 79.14), "serving_prefill", True, "low"),
+    "engine_core_fatal_error_alone_is_serving": Case(
+        "(EngineCore_DP0 pid=7) ERROR 05-13 16:11:49 [core.py:432] EngineCore encountered a fatal error.\n",
+        "not_oom_other",
+        False,
+        "low",
+    ),
+    "not_implemented_before_serving": Case(
+        "NotImplementedError: Encoder self-attention and encoder/decoder cross-attention are not implemented for "
+        "TritonAttentionImpl\n",
+        "environment",
+        False,
+        "low",
+    ),
+    "not_implemented_after_ready_is_a_crash": Case(
+        READY + "NotImplementedError: Encoder self-attention is not implemented for TritonAttentionImpl\n",
+        "not_oom_other",
+        False,
+    ),
+    "do_not_support_a_setting": Case(
+        "ValueError: TT-LLama8B and TT-Llama11B do not support max_model_len greater than 32768 on N150 "
+        "(received 65536).\n",
+        "environment",
+        False,
+        "low",
+    ),
+    "model_config_without_a_field": Case(
+        f"{CORE}AttributeError: 'LlavaConfig' object has no attribute 'vision_config'\n", "environment", False, "low"
+    ),
+    "ptxas_refuses_the_gpu_target": Case(
+        "[rank0]:E0701 14:28:21.083000 911603 torch/_inductor/runtime/triton_heuristics.py:539] [0/0] ptxas "
+        "/tmp/tmpmwke15zw.ptx, line 6; error   : PTX .version 8.4 does not support .target sm_120a\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "triton_ptxas_error": Case(
+        f"{CORE}triton.runtime.errors.PTXASError: PTXAS error: Internal Triton PTX codegen error\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "flashinfer_jit_without_the_architecture": Case(
+        f"{CORE}RuntimeError: No supported CUDA architectures found for major versions [10].\n", "environment", False
+    ),
+    "remote_code_config_cannot_be_pickled": Case(
+        "_pickle.PicklingError: Can't pickle <class 'transformers_modules.deepseek-ai.DeepSeek-V2-Lite.604d5664."
+        "configuration_deepseek.DeepseekV2Config'>: it's not the same object\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "automodel_without_a_class_for_the_config": Case(
+        "ValueError: Unrecognized configuration class <class 'transformers.models.gemma3.configuration_gemma3."
+        "Gemma3Config'> for this kind of AutoModel: AutoModel.\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "old_transformers_rope_scaling_check": Case(
+        "ValueError: `rope_scaling` must be a dictionary with two fields, `type` and `factor`, got {'factor': 8.0, "
+        "'rope_type': 'llama3'}\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "host_c_compiler_fails_on_tritons_launcher": Case(
+        f"{CORE}torch._inductor.exc.InductorError: CalledProcessError: Command '['/usr/lib64/ccache/gcc', "
+        "'/tmp/tmp23j1qrsv/main.c', '-O3', '-shared', '-fPIC', '-o', '/tmp/tmp23j1qrsv/cuda_utils.so']' returned "
+        "non-zero exit status 1.\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "vllm_failed_to_compile_the_model": Case(
+        "RuntimeError: vLLM failed to compile the model. The most likely reason for this is that a previous "
+        "compilation failed, leading to a corrupted compilation artifact.\n",
+        "cudagraph_capture",
+        False,
+        "low",
+    ),
+    "compiled_graph_shape_guard": Case(
+        "AssertionError: expected size 8192==512, stride 64==64 at dim=0\n", "cudagraph_capture", False, "low"
+    ),
+    "custom_op_the_tracer_cannot_dispatch": Case(
+        "TypeError: Multiple dispatch failed for 'torch._ops.vllm.min_latency_fused_qkv_a_proj.default'; all "
+        "__torch_dispatch__ handlers returned NotImplemented\n",
+        "cudagraph_capture",
+        False,
+        "low",
+    ),
+    "request_handler_traceback_cut": Case(
+        "(APIServer pid=17) ERROR 08-14 16:17:00 [serving_chat.py:222] Error in preprocessing prompt inputs\n"
+        "(APIServer pid=17) ERROR 08-14 16:17:00 [serving_chat.py:222] Traceback (most recent call last):\n"
+        "(APIServer pid=17) ERROR 08-14 16:17:00 [serving_chat.py:222]     ) = await self._preprocess_chat(\n",
+        "not_oom_other",
+        False,
+        "low",
+    ),
+    "kv_figures_alone": Case(
+        "ValueError: 1.75 GiB KV cache is needed, available 0.13 GiB\n", "kv_cache_allocation", True, "high"
+    ),
+    "plugin_without_memory_for_the_kv_cache": Case(
+        "ValueError: Paged attention: not enough Metal memory for KV cache.\n", "kv_cache_allocation", True, "high"
+    ),
+    "checkpoint_tensor_narrower_than_its_shard": Case(
+        "RuntimeError: start (0) + length (1280) exceeds dimension size (1024).\n", "weight_loading", False, "high"
+    ),
 }
 
 

@@ -183,6 +183,11 @@ class Triage:
         if TRACEBACK_HEADER in rec.msg or FAULT_HEADER.search(rec.msg):
             frames[rec.pid] = []
             self.state.raised.pop(rec.pid, None)
+            if rec.src and BENIGN_SOURCES.search(rec.src) and REQUEST_SOURCES.search(rec.src):
+                # the API server's request handler logging one request's traceback (logger.exception): that
+                # request failed, not the engine, even where the excerpt cuts the traceback
+                self.state.request_error = self.state.request_error or Evidence(rec.file, rec.line, rec.text)
+                return
             self.state.open_traceback = (Evidence(rec.file, rec.line, rec.text), rec.pid)
             return
         if fault := FAULT_FRAME.search(rec.msg):  # innermost first: each frame is the caller of the ones above

@@ -237,6 +237,11 @@ FAILURES: tuple[Failure, ...] = (
             r"torch\._dynamo\.exc\.\w+|InductorError|BackendCompilerFailed|backend compilation occurred during the initial profiling run"
             # the last line of every Dynamo error's message (torch/_dynamo/exc.py), also where the exception line is cut
             r"|Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace"
+            # vLLM's own wrapper of a failed Inductor compile (compilation/compiler_interface.py InductorAdaptor.compile,
+            # 0.9-0.34), a compiled graph's shape guard (Inductor's assert_size_stride: the graph was compiled for
+            # another shape), and a custom op the tracer cannot dispatch (no fake implementation registered)
+            r"|vLLM failed to compile the model|expected size \d+==\d+, stride \d+==\d+ at dim="
+            r"|Multiple dispatch failed for 'torch\._ops\."
         ),
         "crash",
         "not_oom_other",
@@ -244,7 +249,8 @@ FAILURES: tuple[Failure, ...] = (
         55,
         "torch.compile failed",
         "torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:",
-        f"{V} §3 E-COMPILE",
+        f"{V} §3 E-COMPILE; vllm/compilation/compiler_interface.py (knowledge row m00587); torch/_inductor "
+        "assert_size_stride; torch/_subclasses/fake_tensor.py dispatch",
     ),
     Failure(
         "E-WEIGHTFILES",
@@ -254,6 +260,9 @@ FAILURES: tuple[Failure, ...] = (
             r"|^KeyError: '(?:\w+\.)+(?:\w*weight\w*|bias|qweight|qzeros|scales|g_idx|\w+_scale(?:_inv)?)'"
             # the same, through AutoWeightsLoader (models/utils.py _load_module, every release 0.6.6-0.34)
             r"|There is no module or parameter named '[^']+' in \w+"
+            # a checkpoint tensor of another shape than the parameter it is sharded into: the weight loaders'
+            # `loaded_weight.narrow(dim, start, size)` (torch's narrow check)
+            r"|start \(\d+\) \+ length \(\d+\) exceeds dimension size \(\d+\)"
         ),
         "config",
         "weight_loading",

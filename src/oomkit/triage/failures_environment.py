@@ -34,8 +34,13 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             r"|Current node has no \w+ available\. |vLLM engine cannot start without \w+\. Make sure"
             # vllm/utils/deep_gemm.py's stand-in for a missing or too old deep_gemm package
             r"|backend is not available or outdated\. Please install"
-            # ptxas (CUDA's assembler, run by Triton and JIT builds) that predates the GPU's architecture
-            r"|is not defined for option 'gpu-name'"
+            # ptxas (CUDA's assembler, run by Triton and JIT builds) that predates the GPU's architecture, or refuses
+            # the PTX a compiler emitted for it ("PTX .version 8.4 does not support .target sm_120a", then "ptxas
+            # fatal : Ptx assembly aborted"; Triton raises it as PTXASError); FlashInfer's JIT finding no CUDA
+            # architecture it was built for among the GPU's (flashinfer/jit/core.py "No supported CUDA architectures
+            # found for major versions")
+            r"|is not defined for option 'gpu-name'|does not support \.target sm_\w+|ptxas fatal\s*:|PTXASError"
+            r"|No supported CUDA architectures found for major versions"
             # DeepGEMM's host-side check (DG_HOST_ASSERT, csrc/utils/exception.hpp: "Assertion error (file:line): cond"):
             # the kernel library refusing this GPU's architecture or this shape, raised from its JIT heuristics
             r"|Assertion error \(\S*deep_?gemm\S*\)"
@@ -50,7 +55,9 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             r"|AmbiguousGlobalPerLayerAttributeError"
             # a process vLLM spawns (the engine core, workers) cannot receive the config: a class a patching library
             # defined inside a function (Unsloth's BitsAndBytesConfig) does not pickle (CPython's pickle)
-            r"|Can't pickle local object"
+            # (CPython's pickle), nor does a trust_remote_code config class Transformers loaded from the model's repo
+            # (`transformers_modules.*`), which the spawned process cannot import
+            r"|Can't pickle local object|Can't pickle <class 'transformers_modules\."
             # PyTorch's caching allocator refusing PYTORCH_CUDA_ALLOC_CONF=expandable_segments with the memory pool
             # vLLM's sleep mode allocates from (c10/cuda/CUDACachingAllocator.cpp)
             r"|Expandable segments are not compatible with memory pool"
@@ -77,7 +84,7 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
         "Ray's raylet store_runner.cc ('/dev/shm' smaller than the object store); vLLM's cutlass_w8a8 "
         "scaled_mm_entry.cu ('No compiled cutlass_scaled_mm'); rocBLAS's Tensile loader; transformers' "
         "integrations/heterogeneity ('AmbiguousGlobalPerLayerAttributeError'); CPython's pickle ('Can't pickle "
-        "local object'); c10/cuda/CUDACachingAllocator.cpp (expandable segments with a memory pool)",
+        "local object', a transformers_modules class); ptxas and Triton's PTXASError; flashinfer/jit/core.py; c10/cuda/CUDACachingAllocator.cpp (expandable segments with a memory pool)",
     ),
     Failure(
         "E-MODELCFG",
@@ -103,6 +110,11 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # the model registry inspects a model class in a subprocess (registry.py _run_in_subprocess, 0.6-0.8): it
             # failing means the class cannot be imported or inspected with this installation
             r"|vllm\.model_executor\.models\.registry'\]' returned non-zero exit status"
+            # Transformers' AutoModel with no class for the model's config (auto_factory.py from_config: the installed
+            # Transformers predates the model, and vLLM fell back to it), and its config classes refusing a field a
+            # newer config.json writes (LlamaConfig._rope_scaling_validation, 4.3x, before Llama 3.1's rope_type)
+            r"|Unrecognized configuration class <class '[^']+'> for this kind of AutoModel"
+            r"|`rope_scaling` must be a dictionary with"
         ),
         "environment",
         "environment",
@@ -118,7 +130,8 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
         "transformers/dynamic_module_utils.py (resolve_trust_remote_code); vllm/model_executor/models/registry.py "
         "(_ModelRegistry._raise_for_unsupported, _try_resolve_transformers); transformers' configuration_utils.py and "
         "tokenization_utils_base.py ('Can't load the configuration of'); vllm's ToolParserManager and "
-        "ReasoningParserManager ('invalid tool call parser')",
+        "ReasoningParserManager ('invalid tool call parser'); transformers' auto_factory.py ('Unrecognized configuration "
+        "class') and LlamaConfig._rope_scaling_validation",
     ),
     Failure(
         "E-BACKEND",
@@ -147,6 +160,9 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
         rx(
             r"cannot find -l\w+|ld returned \d+ exit status|Error building extension '"
             r"|CalledProcessError: Command '\['ninja'|symbol not found in flat namespace"
+            # a host C compiler failing on a generated source (triton/runtime/build.py _build: Triton compiles its
+            # launcher, main.c / cuda_utils.c, with gcc, clang or its bundled tcc, also under Inductor)
+            r"|CalledProcessError: Command '\['[^']*?(?:\bgcc|\bcc|clang|\btcc|g\+\+)(?:\.exe)?', '[^']*?\.c'"
             # ninja's line for a failed build edge ("FAILED: [code=1] out.so" since ninja 1.12): a JIT build
             r"|^FAILED: (?:\[code=\d+\] )?\S+\.(?:so|o|pyd|dylib)\b"
             # a Triton kernel whose tile configuration needs more shared memory than this GPU has (the tuned configs
@@ -171,7 +187,7 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
         "/usr/bin/ld: cannot find -lcuda: No such file or directory",
         "GNU ld/collect2 ('cannot find -lX', 'ld returned 1 exit status'); torch/utils/cpp_extension.py "
         "('Error building extension'); FlashInfer's JIT (ninja via subprocess; ninja's 'FAILED: ' line for the "
-        "edge that failed); macOS dyld ('symbol not found in flat namespace'); triton/runtime/errors.py "
+        "edge that failed); triton/runtime/build.py (the host C compiler building a launcher); macOS dyld ('symbol not found in flat namespace'); triton/runtime/errors.py "
         "(OutOfResources: 'out of resource: shared memory, Required: N, Hardware limit: M'); HIP's hiprtc loader",
     ),
     Failure(

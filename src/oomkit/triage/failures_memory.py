@@ -45,6 +45,9 @@ MEMORY_FAILURES: tuple[Failure, ...] = (
         "E-MAXLEN",
         rx(
             r"To serve at least one request with the models?'s max seq len|The model's max seq len \(\d+\) is larger than the maximum number of tokens that can be stored in KV cache"
+            # the same check's figures quoted alone, or as a wrapper words them ("1.75 GiB KV cache is needed, available
+            # 0.13 GiB")
+            r"|\b[\d.]+ GiB KV cache is needed\b"
         ),
         "kv",
         "kv_cache_allocation",
@@ -72,6 +75,9 @@ MEMORY_FAILURES: tuple[Failure, ...] = (
         "E-NOKV",
         rx(
             r"No available memory for the cache blocks|Cannot auto-fit max_model_len|left no memory for the KV cache|on kv cache allocation is less than requested memory for kv"
+            # a platform plugin's wording of the same check (vllm-metal: "Paged attention: not enough Metal memory for
+            # KV cache.")
+            r"|not enough \w+ memory for (?:the )?KV cache"
         ),
         "kv",
         "kv_cache_allocation",

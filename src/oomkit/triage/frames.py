@@ -167,10 +167,14 @@ def is_serving_frame(frame: str) -> bool:
 # the dead-engine errors of a running server: V1's EngineDeadError ("EngineCore encountered an issue",
 # raised by the core client once a started core dies; a core that dies while starting raises "Engine
 # core initialization failed" instead), V0's AsyncEngineDeadError from the background loop's callback.
+# V1's engine core process logs "EngineCore encountered a fatal error" only once the engine core was built
+# (run_engine_core: `if engine_core is None: "EngineCore failed to start." else: "... encountered a fatal
+# error."`, 0.8.5-0.32; building it profiles, sizes the KV cache and captures graphs), so the failure was in
+# its busy loop; V0's "Engine background task failed" is the done-callback of the loop a started engine runs.
 SERVING_MESSAGE = rx(
     r"Error in model execution|Writing input of failed execution|Dumping (?:input data for V1|scheduler output for model execution|scheduler stats)"
     r"|EngineCore encountered an issue|AsyncLLM output_handler failed|Task finished unexpectedly\. This should never happen"
-    r"|Background loop has errored already"
+    r"|Background loop has errored already|EngineCore encountered a fatal error|Engine background task failed"
 )
 PREFILL_FRAME = rx(r"prompt_logprobs|_prepare_prompt|_get_prompt_logprob|prefill")
 DECODE_FRAME = rx(r"_prepare_decode|swap_out|_preempt_by_swap|decode")

@@ -140,11 +140,16 @@ REFUSAL = re.compile(
     r"\bnot supported\b|\bunsupported\b|\bdoes not support\b|\bdoesn't support\b|\bonly supports?\b"
     r"|\bis not applicable\b|\bnot divisible by\b|\bdivide\b.{0,60}\bevenly\b|\bInsufficient devices\b"
     r"|\bis invalid\. Valid\b|\bcannot have more than\b|\bhas no (?:\w+ ){0,2}kernel for\b"
-    r"|\b[Pp]lease (?:try|use|install|set|upgrade|reinstall)\b"
+    r"|\b[Pp]lease (?:try|use|install|set|upgrade|reinstall)\b|\bdo(?: not|n't) support\b"
+    # a feature this backend, platform or model class does not implement (NotImplementedError, often bare)
+    r"|\bNotImplementedError\b|\bnot implemented (?:for|on|in|yet)\b"
     # a call whose signature the installed release does not have: a wrapper or plugin built for another vLLM
     # (CPython's TypeError for a keyword the callee lacks, or for arguments it now requires)
     r"|\bgot an unexpected keyword argument\b|\bgot multiple values for (?:keyword )?argument\b"
-    r"|\bmissing \d+ required (?:positional|keyword-only) arguments?\b|\btakes \d+ positional arguments? but \d+",
+    r"|\bmissing \d+ required (?:positional|keyword-only) arguments?\b|\btakes \d+ positional arguments? but \d+"
+    # or a model config without a field the installed code reads (a config class from another Transformers or vLLM
+    # release, or a checkpoint's own config class)
+    r"|'\w*Config' object has no attribute '",
 )
 
 
