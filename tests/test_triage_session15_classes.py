@@ -16,7 +16,9 @@ failing on Triton's launcher. torch.compile: vLLM's "failed to compile the model
 a custom op the tracer cannot dispatch. A traceback the API server's request handler logs (serving_chat.py) failed one
 request, even when cut. The KV check's figures alone ("1.75 GiB KV cache is needed") and a plugin's "not enough Metal
 memory for KV cache" are the KV allocation; a checkpoint tensor narrower than its shard (torch's narrow check) is
-weight loading."""
+weight loading. The host's file system refusing a write (EACCES, EROFS) is the environment, and so is PyTorch's lazy
+CUDA initialisation failing whatever its case. PyTorch before 2.1 words an OOM's figures in one parenthesis ("(GPU 0;
+79.15 GiB total capacity; 76.02 GiB already allocated; ...)"): they are read as the newer wording's are."""
 
 from pathlib import Path
 
@@ -167,6 +169,30 @@ CASES = {
     ),
     "checkpoint_tensor_narrower_than_its_shard": Case(
         "RuntimeError: start (0) + length (1280) exceeds dimension size (1024).\n", "weight_loading", False, "high"
+    ),
+    "permission_denied_on_a_cache_directory": Case(
+        "(EngineCore pid=84) torch._inductor.exc.InductorError: PermissionError: [Errno 13] Permission denied: "
+        "'/.triton'\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "read_only_file_system": Case(
+        "OSError: [Errno 30] Read-only file system: '/root/.cache/vllm'\n", "environment", False, "high"
+    ),
+    "lazy_cuda_init_in_lower_case": Case(
+        "cuda call failed lazily at initialization with error: device >=0 && device < num_gpus INTERNAL ASSERT "
+        'FAILED at "../aten/src/ATen/cuda/CUDAContext.cpp":50\n',
+        "environment",
+        False,
+        "high",
+    ),
+    "old_pytorch_oom_figures_place_a_serving_engine": Case(
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.15 GiB (GPU 0; 79.15 GiB total "
+        "capacity; 76.02 GiB already allocated; 1.13 GiB free; 76.90 GiB reserved in total by PyTorch)\n",
+        "serving_prefill",
+        True,
+        "low",
     ),
 }
 

@@ -15,6 +15,7 @@ from oomkit.triage.figures import (
     OOM_ALLOCATED,
     OOM_IN_USE,
     OOM_LINE,
+    OOM_OLD_FIGURES,
     OOM_PRIVATE,
     FigureRule,
     _gib,
@@ -218,6 +219,10 @@ class FactCollector:
         a = OOM_ALLOCATED.search(msg)
         if a:
             self._set("oom_pytorch_allocated_gib", _gib(a.group("alloc"), a.group("u")), rec, "last")
+        if old := OOM_OLD_FIGURES.search(msg):
+            self._set("oom_total_gib", _gib(old.group("tot"), old.group("tu")), rec, "last")
+            self._set("oom_free_gib", _gib(old.group("free"), old.group("fu")), rec, "last")
+            self._set("oom_pytorch_allocated_gib", _gib(old.group("alloc"), old.group("au")), rec, "last")
         u = OOM_IN_USE.search(msg)
         if u:
             self._set("oom_in_use_gib", _gib(u.group("use"), u.group("u")), rec, "last")

@@ -15,7 +15,7 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             r"|no CUDA-capable device is detected|CUDA-capable device\(s\) is/are busy or unavailable|invalid device ordinal"
             r"|CUDA driver is a stub library|system has unsupported display driver|PTX was compiled with an unsupported toolchain"
             r"|Found no NVIDIA driver on your system|CUDA unknown error - this may be due to an incorrectly set up environment"
-            r"|CUDA call failed lazily at initialization|Failed to find C compiler|Python\.h: No such file"
+            r"|(?i:cuda) call failed lazily at initialization|Failed to find C compiler|Python\.h: No such file"
             r"|only supported (?:on|in|by) (?:Hopper|Blackwell|Ampere|Ada|SM ?\d+|sm_?\d+|FlashAttention ?\d|FA ?\d|CUDA\b|ROCm|XPU)"
             r"|not supported on the current device|Unsupported (?:GPU |CUDA |SM )?architecture\b"
             r"|Failed to load NCCL library|Cannot re-initialize CUDA in forked subprocess"
@@ -61,6 +61,9 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # PyTorch's caching allocator refusing PYTORCH_CUDA_ALLOC_CONF=expandable_segments with the memory pool
             # vLLM's sleep mode allocates from (c10/cuda/CUDACachingAllocator.cpp)
             r"|Expandable segments are not compatible with memory pool"
+            # the host's file system refusing a write vLLM, Triton or Inductor makes at start-up (cache and config
+            # directories under a non-root UID or a read-only root: OpenShift's restricted SCC, read-only containers)
+            r"|PermissionError: \[Errno 13\] Permission denied|\[Errno 30\] Read-only file system"
         ),
         "environment",
         "environment",
@@ -84,7 +87,8 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
         "Ray's raylet store_runner.cc ('/dev/shm' smaller than the object store); vLLM's cutlass_w8a8 "
         "scaled_mm_entry.cu ('No compiled cutlass_scaled_mm'); rocBLAS's Tensile loader; transformers' "
         "integrations/heterogeneity ('AmbiguousGlobalPerLayerAttributeError'); CPython's pickle ('Can't pickle "
-        "local object', a transformers_modules class); ptxas and Triton's PTXASError; flashinfer/jit/core.py; c10/cuda/CUDACachingAllocator.cpp (expandable segments with a memory pool)",
+        "local object', a transformers_modules class); ptxas and Triton's PTXASError; flashinfer/jit/core.py; c10/cuda/CUDACachingAllocator.cpp (expandable segments with a memory pool); CPython's OSError for EACCES "
+        "and EROFS",
     ),
     Failure(
         "E-MODELCFG",

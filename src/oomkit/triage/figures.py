@@ -239,6 +239,12 @@ OOM_LINE = R(
     r"|\((?:GPU (?P<gpu2>\d+); )?(?P<tot2>[\d.]+) (?P<tu2>[KMGT]iB) total capacity; .*?(?P<free2>[\d.]+) (?P<fu2>[KMGT]iB) free"
 )
 OOM_ALLOCATED = R(r"(?P<alloc>[\d.]+) (?P<u>[KMGT]iB) is allocated by PyTorch")
+# PyTorch before 2.1 words the same figures in one parenthesis after "Tried to allocate X" ("(GPU 0; 44.56 GiB total
+# capacity; 27.91 GiB already allocated; 565.31 MiB free; ...)"): "already allocated" is what PyTorch allocated.
+OOM_OLD_FIGURES = R(
+    r"\((?:GPU \d+; )?(?P<tot>[\d.]+) (?P<tu>[KMGT]iB) total capacity; (?P<alloc>[\d.]+) (?P<au>[KMGT]iB) already allocated;"
+    r" (?P<free>[\d.]+) (?P<fu>[KMGT]iB) free"
+)
 OOM_IN_USE = R(r"(?:this process|Process \d+) has (?P<use>[\d.]+) (?P<u>[KMGT]iB) memory in use")
 # PyTorch's OOM message names the memory its CUDA-graph pools hold (c10/cuda/CUDACachingAllocator.cpp:
 # "with X GiB allocated in private pools (e.g., CUDA Graphs)"): above zero, graphs were already captured.
