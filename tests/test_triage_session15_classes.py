@@ -7,7 +7,9 @@ PyTorch allocation is 98% of the device or more came from a step no gpu_memory_u
 loading (low), not serving.
 
 V1's engine core logs "EngineCore encountered a fatal error" only once the core was built (start-up done), so alone it
-is a crash while serving. Before serving, an exception no rule places is the environment when it is a feature not
+is a crash while serving; the dead-engine errors (EngineDeadError's "EngineCore encountered an issue") say so whatever
+start-up marker the excerpt kept last. A Ray compiled graph's channel closing ("ChannelError: Channel closed") is the
+network. Before serving, an exception no rule places is the environment when it is a feature not
 implemented (NotImplementedError), a refusal worded "do not support", or a model config without a field the code
 reads. Also the environment: ptxas refusing the PTX for the GPU (also as Triton's PTXASError), FlashInfer's JIT without
 an architecture for the GPU, a trust_remote_code config class that cannot be pickled for a spawned process,
@@ -169,6 +171,21 @@ CASES = {
     ),
     "checkpoint_tensor_narrower_than_its_shard": Case(
         "RuntimeError: start (0) + length (1280) exceeds dimension size (1024).\n", "weight_loading", False, "high"
+    ),
+    "dead_engine_after_start_up_markers_is_serving": Case(
+        "INFO 10-20 03:11:02 [__init__.py:216] Automatically detected platform cuda.\n"
+        "(APIServer pid=1) ERROR 10-20 03:20:50 [async_llm.py:485] vllm.v1.engine.exceptions.EngineDeadError: "
+        "EngineCore encountered an issue. See stack trace (above) for the root cause.\n",
+        "not_oom_other",
+        False,
+        "low",
+    ),
+    "ray_compiled_graph_channel_closed": Case(
+        "(EngineCore_DP0 pid=322563) (raylet, ip=172.27.221.101) experimental_mutable_object_provider.cc:153: "
+        "Status not OK: ChannelError: Channel closed.\n",
+        "network_communication",
+        False,
+        "high",
     ),
     "permission_denied_on_a_cache_directory": Case(
         "(EngineCore pid=84) torch._inductor.exc.InductorError: PermissionError: [Errno 13] Permission denied: "

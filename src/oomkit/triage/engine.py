@@ -34,6 +34,7 @@ from oomkit.triage.frames import (
     REPLY_WAIT_CALLER,
     RPC_CALL,
     SERVING_MESSAGE,
+    STARTED_ENGINE,
     STEP_CALL,
     WORKER_ANSWERED,
     batch_step_kind,
@@ -311,6 +312,8 @@ class Triage:
         framed = self._frames_phase(rec.pid, memory, rec.msg)
         if framed and framed != "serving":
             return framed, "frames"
+        if STARTED_ENGINE.search(rec.msg):  # start-up was over, whichever start-up marker the excerpt kept last
+            return "serving", "message"
         if self.state.after is not None:
             return self._marker_phase(rec.pid), "markers"
         if framed == "serving":

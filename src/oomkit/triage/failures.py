@@ -151,7 +151,12 @@ FAILURES: tuple[Failure, ...] = (
     ),
     Failure(
         "E-RAYWORKER",
-        rx(r"Failed to register worker (?:\w+ )?to Raylet|Unable to register worker with raylet"),
+        rx(
+            r"Failed to register worker (?:\w+ )?to Raylet|Unable to register worker with raylet"
+            # a Ray compiled graph's channel between processes or nodes closed under it (Ray's experimental channel
+            # code: "ChannelError: Channel closed."), the transport vLLM's Ray executor steps through
+            r"|ChannelError: Channel closed"
+        ),
         "network",
         "network_communication",
         False,
@@ -160,7 +165,8 @@ FAILURES: tuple[Failure, ...] = (
         "resources), not vLLM",
         "core_worker.cc:496: Failed to register worker to Raylet: IOError: [RayletClient] Unable to register worker "
         "with raylet. Failed to read data from the socket: End of file",
-        "Ray src/ray/core_worker/core_worker.cc (CoreWorker: 'Failed to register worker to Raylet')",
+        "Ray src/ray/core_worker/core_worker.cc (CoreWorker: 'Failed to register worker to Raylet'); Ray's compiled-graph "
+        "channels (ray/experimental/channel: ChannelError 'Channel closed')",
     ),
     Failure(
         "E-CORE-WAIT",

@@ -176,6 +176,11 @@ SERVING_MESSAGE = rx(
     r"|EngineCore encountered an issue|AsyncLLM output_handler failed|Task finished unexpectedly\. This should never happen"
     r"|Background loop has errored already|EngineCore encountered a fatal error|Engine background task failed"
 )
+# The subset of those that only a started engine prints (the dead-engine errors), whatever start-up markers came before.
+STARTED_ENGINE = rx(
+    r"EngineCore encountered (?:an issue|a fatal error)|Engine background task failed|AsyncLLM output_handler failed"
+    r"|Background loop has errored already"
+)
 PREFILL_FRAME = rx(r"prompt_logprobs|_prepare_prompt|_get_prompt_logprob|prefill")
 DECODE_FRAME = rx(r"_prepare_decode|swap_out|_preempt_by_swap|decode")
 # FlashInfer's modules by their path: flashinfer/decode.py holds the decode wrappers
