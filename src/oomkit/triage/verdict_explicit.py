@@ -5,7 +5,7 @@ CUDA graphs were captured."""
 from __future__ import annotations
 
 from oomkit.triage.engine import Hit
-from oomkit.triage.failures import CUSTOM_ALLREDUCE
+from oomkit.triage.failures_network import CUSTOM_ALLREDUCE
 from oomkit.triage.rules import rx
 
 # PyTorch's NCCL watchdog aborts a collective that ran past its timeout (ProcessGroupNCCL::WorkNCCL::checkTimeout),

@@ -1,0 +1,77 @@
+"""Failure signatures of the network: collectives and their libraries (NCCL, RCCL, HCCL, gloo, PyTorch's
+distributed), and the KV connectors' transfers (`failures.py` splices them in after the memory ones, before the
+environment's)."""
+
+from __future__ import annotations
+
+from oomkit.triage.rules import Failure, V, rx
+
+# vLLM's custom/quick all-reduce kernels' CUDACHECK ("Failed: Cuda error FILE:LINE 'text'", then exit); where it
+# lands (the link, or graph capture) is verdict_explicit.py's.
+CUSTOM_ALLREDUCE = rx(r"Cuda error \S*(?:custom_all_reduce|quick_?reduce|quick_all_reduce)\S*:\d+ '")
+
+NETWORK_FAILURES: tuple[Failure, ...] = (
+    Failure(
+        "E-NCCL",
+        rx(
+            r"NCCL error|NCCL Error \d+:|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclRemoteError|ncclInvalidUsage|NCCL WARN|DistBackendError|DistNetworkError|Watchdog caught collective operation timeout|Gloo connectFullMesh failed|mlx5dv_reg_dmabuf_mr|ibv_(?:reg_mr|create_qp|modify_qp)|The client socket has (?:failed to connect|timed out)|TCPStore.*(?:timed out|refused)|DistStoreError|Timed out waiting \d+ms for (?:send|recv) operation|Connection closed by peer \[\d|waiting for clients\. \d+/\d+ clients joined"
+            # c10d's TCPStore client losing its server (torch/csrc/distributed/c10d/Utils.hpp recvBytes)
+            r"|Failed to recv, got 0 bytes|recvValue failed on SocketImpl"
+            # rdma-core's mlx5 provider on a work completion with an error status (an InfiniBand/RoCE transfer failed)
+            r"|mlx5: [\w.-]+: got completion with error"
+            # vLLM's custom/quick all-reduce kernels (csrc/custom_all_reduce.cuh, quickreduce): CUDACHECK prints
+            # "Failed: Cuda error FILE:LINE 'text'" and exits; their IPC buffers fail across nodes or without P2P
+            rf"|{CUSTOM_ALLREDUCE.pattern}"
+            # PyTorch's NCCL heartbeat monitor: the watchdog itself hung in a collective (ProcessGroupNCCL.cpp)
+            r"|Heartbeat monitor timed out|watchdog got stuck for \d+ seconds"
+            # a native crash whose faulting function is NCCL's (abseil's signal handler, via Ray, prints the PC's
+            # symbol: "PC: @ 0x7f0c73d2944a (unknown) addProxyOpIfNeeded()"): the collective's transport failed
+            r"|PC: @ +0x[0-9a-f]+ .*\b(?:nccl\w+|addProxyOpIfNeeded|ncclProxy\w*)\(\)"
+            # HCCL, Ascend's collective library, as torch_npu and LMCache-Ascend report its failures (ERR02200 "DIST
+            # call hccl api failed", "HCCL Error Code: N", a communicator that could not be created)
+            r"|DIST call hccl api failed|HCCL Error Code: \d+|hcclCommInitRootInfo\w* .*error code"
+            # CuPy's NCCL binding (vLLM 0.3's CUDA-graph all-reduce): "NcclError: NCCL_ERROR_INVALID_USAGE: invalid usage"
+            r"|NcclError: NCCL_ERROR_\w+"
+        ),
+        "network",
+        "network_communication",
+        False,
+        78,
+        "collective communication failed (NCCL/Gloo/RDMA): not a capacity problem",
+        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1, unhandled system error",
+        f"{V} §3 E-NCCL/E-NCCLWD; recipe note on mlx5dv_reg_dmabuf_mr; PyTorch c10d TCPStore server "
+        "('Timed out after N seconds waiting for clients. M/W clients joined.')"
+        "; rdma-core providers/mlx5 ('mlx5: HOST: got completion with error:'); vLLM csrc/custom_all_reduce.cuh "
+        "CUDACHECK ('Failed: Cuda error %s:%d '%s''); abseil failure_signal_handler.cc's 'PC: @' line with an NCCL "
+        "symbol; torch_npu's ERR02200 and HCCL error codes (Ascend); cupy_backends/cuda/libs/nccl.pyx (NcclError)",
+        excludes=("E-CPUALLOC",),
+    ),  # "ibv_reg_mr failed: Cannot allocate memory" is pinned memory (memlock), not host RAM
+    Failure(
+        "E-KVXFER",
+        rx(
+            # Mooncake's transfer engine and store (glog lines: transfer_task.cpp, transfer_metadata.cpp, client.cpp,
+            # master_client.cpp), NIXL's status codes: the KV-cache transfer between instances failed
+            r"Failed to (?:open|mount) segment|Failed to submit transfer operation|Failed to retrieve segment descriptor"
+            r"|\bNIXL_ERR_[A-Z_]+"
+            # a socket bound to an address that is not this host's (EADDRNOTAVAIL): VLLM_HOST_IP, the DP master or
+            # a connector's address names another node
+            r"|Cannot assign requested address"
+            # the connectors' own reports of a failed pull or handshake (vLLM's nixl and mooncake connectors,
+            # vllm-ascend's mooncake connector, Mooncake's Python transfer engine)
+            r"|NIXL transfer failure|Remote NIXL agent engine ID mismatch|NIXL compatibility hash mismatch"
+            r"|Mooncake transfer failed|MooncakeXferMetadata transfer failed|pulling kv_caches for \S+ failed"
+            r"|Error happens during trans\w+ kvcache|Failed to connect to bootstrap server|Sync batch data transfer timeout"
+        ),
+        "network",
+        "network_communication",
+        False,
+        77,
+        "a connection between instances failed: a KV-cache transfer (Mooncake, NIXL) or a socket bound to an "
+        "address that is not this host's",
+        "E0904 21:29:13.608029 31963 transfer_task.cpp:469] Failed to open segment 192.168.10.12:12516",
+        "Mooncake transfer engine (transfer_task.cpp, transfer_metadata.cpp, client.cpp) and store "
+        "(master_client.cpp); NIXL's nixl_status_t names (NIXL_ERR_*); errno EADDRNOTAVAIL's strerror "
+        "(zmq bind in vllm/utils make_zmq_socket); vllm/distributed/kv_transfer/kv_connector/v1 nixl and mooncake "
+        "connectors (logger.error / raise), vllm-ascend's mooncake_connector, Mooncake transfer_engine_py.cpp",
+    ),
+)
