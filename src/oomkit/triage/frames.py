@@ -171,15 +171,14 @@ def is_serving_frame(frame: str) -> bool:
 # (run_engine_core: `if engine_core is None: "EngineCore failed to start." else: "... encountered a fatal
 # error."`, 0.8.5-0.32; building it profiles, sizes the KV cache and captures graphs), so the failure was in
 # its busy loop; V0's "Engine background task failed" is the done-callback of the loop a started engine runs.
-SERVING_MESSAGE = rx(
-    r"Error in model execution|Writing input of failed execution|Dumping (?:input data for V1|scheduler output for model execution|scheduler stats)"
-    r"|EngineCore encountered an issue|AsyncLLM output_handler failed|Task finished unexpectedly\. This should never happen"
-    r"|Background loop has errored already|EngineCore encountered a fatal error|Engine background task failed"
-)
-# The subset of those that only a started engine prints (the dead-engine errors), whatever start-up markers came before.
+# The dead-engine errors: only a started engine prints them, whatever start-up markers came before.
 STARTED_ENGINE = rx(
     r"EngineCore encountered (?:an issue|a fatal error)|Engine background task failed|AsyncLLM output_handler failed"
     r"|Background loop has errored already"
+)
+SERVING_MESSAGE = rx(
+    r"Error in model execution|Writing input of failed execution|Dumping (?:input data for V1|scheduler output for model execution|scheduler stats)"
+    r"|Task finished unexpectedly\. This should never happen|" + STARTED_ENGINE.pattern
 )
 PREFILL_FRAME = rx(r"prompt_logprobs|_prepare_prompt|_get_prompt_logprob|prefill")
 DECODE_FRAME = rx(r"_prepare_decode|swap_out|_preempt_by_swap|decode")
