@@ -4,7 +4,7 @@ object serves a finished log (`analyse`) and a live one (`oomkit launch` follows
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from oomkit.logs import Record
 from oomkit.triage.facts import FactCollector
@@ -46,6 +46,7 @@ from oomkit.triage.model import Evidence, TimelineEntry
 from oomkit.triage.prefilter import LIVE_KEY
 from oomkit.triage.rules import TIMELINE, Failure
 from oomkit.triage.stack import stack_phase
+from oomkit.triage.state import Hit, State
 
 MAX_FRAMES = 80
 TRACEBACK_HEADER = "Traceback (most recent call last)"
@@ -61,45 +62,6 @@ ENGINE_WARM = re.compile(
 MARKER_ORDER = sorted(MARKERS, key=lambda m: m.id != "R-SERVE")
 WRAPPER = re.compile("|".join(f.pattern.pattern for f in FAILURES if f.cls in ("wrapper", "died")))
 MAX_HITS_PER_RULE = 8
-
-
-@dataclass
-class Hit:
-    """One failure line, with the phase the log was in when it was printed."""
-
-    rule: Failure
-    evidence: Evidence
-    context_phase: str | None  # from traceback frames or the last marker
-    context_source: str  # "frames", "markers", "nearby" (the first marker after it), "message" or "none"
-    after_ready: bool
-    prefill_hint: str | None
-    pid: int | None = None
-    count: int = 1
-    from_raise: bool = False  # read from the raising source line of a traceback cut before its exception line
-
-
-@dataclass
-class State:
-    timeline: list[TimelineEntry] = field(default_factory=list)
-    stage: int = -1
-    after: str | None = None
-    ready: bool = False
-    shutdown: Evidence | None = None
-    hits: dict[str, Hit] = field(default_factory=dict)
-    order: list[str] = field(default_factory=list)
-    frames: dict[int | None, list[str]] = field(default_factory=dict)
-    slow: Evidence | None = None
-    last_exception: Evidence | None = None
-    open_traceback: tuple[Evidence, int | None] | None = None  # a header with no exception line yet
-    serving_message: bool = False  # a line only the model-execution path prints was seen
-    frames_only: tuple[Evidence, int | None] | None = None  # the first frame of a log cut before its header
-    methods: dict[int | None, str] = field(default_factory=dict)  # the worker method a wrapper names
-    engine_warm: Evidence | None = None  # graph capture finished / engine initialised: start-up's memory steps done
-    wrapped_frame: tuple[str, int, int | None, str] | None = None  # file, line, pid, path: a frame cut by a line wrap
-    batch: str | None = None  # "prefill"/"decode": the last failed step's batch, from V1's SchedulerOutput dump
-    raised: dict[int | None, Record] = field(default_factory=dict)  # pid: its innermost frame's raise, as the exception
-    raise_read: bool = False
-    request_error: Evidence | None = None  # the API server failing one request (HTTP 500), the engine serving on
 
 
 class Triage:

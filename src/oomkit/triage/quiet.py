@@ -3,8 +3,9 @@ finished or was cut short, or nothing recognised."""
 
 from __future__ import annotations
 
-from oomkit.triage.engine import Hit, Triage
+from oomkit.triage.engine import Triage
 from oomkit.triage.model import Evidence, Verdict
+from oomkit.triage.state import Hit
 from oomkit.triage.stats import FULL_KV_PCT, NEAR_FULL_KV_PCT, QUEUED_KV_PCT
 from oomkit.triage.verdict_make import Conclusion, make_verdict
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from oomkit.redact import redact
-from oomkit.triage.engine import Hit, Triage
+from oomkit.triage.engine import Triage
 from oomkit.triage.markers import WORKER_START
 from oomkit.triage.model import DecidedBy, FigureValue, Verdict
 from oomkit.triage.quiet import no_failure_verdict, pressure_verdict
 from oomkit.triage.rules import PHASES
+from oomkit.triage.state import Hit
 from oomkit.triage.verdict_explicit import explicit
 from oomkit.triage.verdict_make import Conclusion, make_verdict, wrapper_hits
 from oomkit.triage.verdict_unplaced import unplaced_crash

@@ -4,9 +4,9 @@ CUDA graphs were captured."""
 
 from __future__ import annotations
 
-from oomkit.triage.engine import Hit
 from oomkit.triage.failures_network import CUSTOM_ALLREDUCE
 from oomkit.triage.rules import rx
+from oomkit.triage.state import Hit
 
 # PyTorch's NCCL watchdog aborts a collective that ran past its timeout (ProcessGroupNCCL::WorkNCCL::checkTimeout),
 # and a point-to-point wait gives up the same way: a rank that never joined the collective (a hung or desynchronised

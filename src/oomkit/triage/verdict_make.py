@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from oomkit.triage.advice import advice_for
-from oomkit.triage.engine import Hit, Triage
+from oomkit.triage.engine import Triage
 from oomkit.triage.model import DecidedBy, Evidence, Verdict
+from oomkit.triage.state import Hit
 
 MAX_EVIDENCE = 6
 

@@ -5,9 +5,10 @@ crash that is not memory, placed nowhere."""
 from __future__ import annotations
 
 from oomkit.redact import redact
-from oomkit.triage.engine import Hit, Triage
+from oomkit.triage.engine import Triage
 from oomkit.triage.knowledge_rules import refused_setting, template_phase
 from oomkit.triage.model import Evidence, Verdict
+from oomkit.triage.state import Hit
 from oomkit.triage.verdict_make import Conclusion, make_verdict
 
 

@@ -8,8 +8,9 @@ engine reports that its start-up failed."""
 
 from __future__ import annotations
 
-from oomkit.triage.engine import Hit, Triage
+from oomkit.triage.engine import Triage
 from oomkit.triage.rules import rx
+from oomkit.triage.state import Hit
 
 STARTUP_FAILED = rx(
     r"Engine core initialization failed|EngineCore failed to start|WorkerProc failed to start"
