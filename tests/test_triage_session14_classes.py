@@ -280,9 +280,10 @@ CASES = {
         "healthy",
         False,
     ),
+    # session 16 places the sleep-mode allocator's OOM in the KV allocation (test_triage_session16_classes.py)
     "sleep_mode_allocator_out_of_memory": Case(
         "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62\n",
-        "weight_loading",
+        "kv_cache_allocation",
         True,
         "low",
     ),

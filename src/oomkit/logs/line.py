@@ -53,6 +53,13 @@ PY_BASIC = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<name>[
 # prints ("[rank0]: Traceback ...", as the corpus's logs show it): both before the text.
 QUOTED = re.compile(r"^(?:>+ ?)+(?=\S)")
 RANK = re.compile(r"^\[rank(?P<rank>\d{1,5})\]:\s?")
+# glog/Abseil's C++ prefix, "E1216 02:12:49.624646 179 model.py:248] msg" (level letter, month and day, time, thread
+# id, source), which the programs around vLLM print: Triton's Python backend (which quotes the message: "[vllm] ..."),
+# XLA/PJRT on TPU, NIXL, Mooncake, Ray's core workers.
+GLOG = re.compile(
+    r"^(?P<level>[IWEF])(?P<md>\d{4}) (?P<ts>\d{2}:\d{2}:\d{2})(?:\.\d+)? +\d+ (?P<file>[\w.\-]+):(?P<lineno>\d+)\] ?(?P<msg>.*)$"
+)
+GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
 UVICORN = re.compile(r"^(?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+(?P<msg>.*)$")
 MAX_LINE_CHARS = 65536
 
@@ -154,6 +161,12 @@ def parse_line(raw: str, file: str = "-", line: int = 0) -> Record:
         src = f"{m.group('file')}:{m.group('lineno') or ''}"
     elif m := HEADER_SRC_ONLY.match(body):
         msg, src = m.group("msg"), f"{m.group('file')}:{m.group('lineno')}"
+    elif m := GLOG.match(body):
+        level, msg, src = (
+            GLOG_LEVELS[m.group("level")],
+            _unquote(m.group("msg")),
+            f"{m.group('file')}:{m.group('lineno')}",
+        )
     elif m := PY_DASHED.match(body) or PY_BASIC.match(body):
         level, msg, src = m.group("level"), m.group("msg"), m.group("name")
     else:
@@ -177,3 +190,10 @@ def parse_line(raw: str, file: str = "-", line: int = 0) -> Record:
 
 def _norm_level(level: str) -> str:
     return "WARNING" if level == "WARN" else level
+
+
+def _unquote(msg: str) -> str:
+    """Triton quotes each message and escapes its newlines: the first line, out of its quotes, is the message."""
+    if len(msg) < 2 or not msg.startswith('"'):
+        return msg
+    return msg[1:].split("\\n", 1)[0].removesuffix('"')

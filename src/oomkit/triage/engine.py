@@ -328,11 +328,15 @@ class Triage:
                 if framed and (framed != "serving" or h.context_phase is None):
                     h.context_phase, h.context_source = framed, "frames"
                     h.prefill_hint = h.prefill_hint or self._prefill_hint(h.pid, "")
-            elif h.rule.cls in ("exception", "crash") and h.context_source == "none":
+            elif h.context_source == "none" and (
+                h.rule.cls in ("exception", "crash") or (h.rule.cls == "oom" and h.pid in self.state.frames)
+            ):
                 # A failure line that nothing placed, followed by a stack of its process: a chained exception's outer
                 # traceback ("The above exception was the direct cause of the following"), whose frames are the
-                # callers the inner one was raised under; faulthandler's dump under "Fatal Python error: ...".
-                framed = self._frames_phase(h.pid, msg=h.evidence.text)
+                # callers the inner one was raised under; faulthandler's dump under "Fatal Python error: ...". An OOM
+                # line an extension prints before Python's traceback of its call (vLLM's cumem_allocator.cpp) counts
+                # only with frames of its own process: another's traceback is another step.
+                framed = self._frames_phase(h.pid, memory=h.rule.is_oom, msg=h.evidence.text)
                 if framed:
                     h.context_phase, h.context_source = framed, "frames"
         cut = self._cut_traceback(hits)

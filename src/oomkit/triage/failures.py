@@ -140,7 +140,7 @@ FAILURES: tuple[Failure, ...] = (
         rx(
             r"illegal memory access|device-side assert(?:ion)? triggered|misaligned address|CUBLAS_STATUS_EXECUTION_FAILED|Segmentation fault|core dumped|unspecified launch failure"
             # a native abort: glibc's assert(), abseil's signal handler (Ray's "*** SIGABRT received at time="), faulthandler
-            r"|Assertion `.+' failed\.|\*\*\* SIG(?:ABRT|SEGV|BUS|FPE) received at time=|Fatal Python error: (?:Aborted|Segmentation fault|Bus error)"
+            r"|Assertion `.+' failed\.|\*\*\* SIG(?:ABRT|SEGV|FPE) received at time=|Fatal Python error: (?:Aborted|Segmentation fault)"
             # a CUDA device-side assert as the kernel prints it (backticks lost when pasted as Markdown)
             r"|block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion .{1,200}? failed"
             # the same kernel faults on other accelerators: ROCm's runtime (a kernel touching an unmapped page),
@@ -171,6 +171,23 @@ FAILURES: tuple[Failure, ...] = (
         "another process changed GPU memory while vLLM profiled",
         "AssertionError: Error in memory profiling. Initial free memory 70.1 GiB, current free memory 75.2 GiB.",
         f"{V} §3 E-PROFASSERT",
+    ),
+    Failure(
+        "E-MMDUMMY",
+        # InputProcessingContext.call_hf_processor (vllm/inputs/registry.py 0.7-0.10, multimodal/processing/context.py
+        # since) wraps a Hugging Face processor's failure. An engine that dies of it failed on the dummy multimodal
+        # inputs start-up builds to profile the encoder and the batch (MultiModalProfiler, get_dummy_mm_inputs): a
+        # request's own input failing while serving is answered 400 by the front end, and the engine serves on.
+        rx(r"Failed to apply \w+ on data="),
+        "crash",
+        "memory_profiling",
+        False,
+        66,
+        "the model's multimodal processor failed on the dummy inputs vLLM builds to profile memory "
+        "(its limits per prompt, or a processor from trust_remote_code that does not take them)",
+        "RuntimeError: Failed to apply UltravoxProcessor on data={'text': '<|audio|>', 'audios': [array([0., 0.])]}",
+        "vllm/inputs/registry.py, vllm/multimodal/processing/context.py (call_hf_processor); "
+        "vllm/multimodal/profiling.py, processing/processor.py (get_dummy_mm_inputs)",
     ),
     Failure(
         "E-COMPILE",
@@ -239,9 +256,7 @@ FAILURES: tuple[Failure, ...] = (
     # --- serving signals (not fatal by themselves)
     Failure(
         "E-PREEMPT",
-        rx(
-            r"is preempted (?:by|in) PreemptionMode|exceeds the capacity of block_manager|not enough KV cache space|Preempted request \S+ has been resumed"
-        ),
+        rx(r"is preempted (?:by|in) PreemptionMode|not enough KV cache space|Preempted request \S+ has been resumed"),
         "pressure",
         "cache_pressure",
         False,
@@ -340,8 +355,9 @@ FAILURES: tuple[Failure, ...] = (
     ),
     Failure(
         "E-EXC",
-        # also an exception's repr, which V0's multiprocessing engine logs ("NotImplementedError('...')")
-        rx(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)(?::|$|\(['\"])"),
+        # also an exception's repr, which V0's multiprocessing engine logs ("NotImplementedError('...')"), and as
+        # Triton's Python backend reports a model's failed initialize() (pb_stub.cc "Failed to initialize Python stub")
+        rx(r"^(?:Failed to initialize Python stub: )?(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)(?::|$|\(['\"])"),
         "exception",
         None,
         False,

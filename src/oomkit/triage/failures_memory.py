@@ -58,6 +58,23 @@ MEMORY_FAILURES: tuple[Failure, ...] = (
         f"{V} §3 E-MAXLEN/E-MAXLEN-V0",
     ),
     Failure(
+        "E-PROMPTCAP",
+        # V0's scheduler (vllm/core/scheduler.py _schedule_prefills, 0.2-0.10): BlockSpaceManager.can_allocate answers
+        # AllocStatus.NEVER when a prompt needs more blocks than the whole GPU pool holds, and the request is ignored.
+        # The pool is smaller than one request: capacity, which V1 refuses at start-up instead (E-MAXLEN).
+        rx(r"exceeds the capacity of block_manager"),
+        "kv",
+        "kv_cache_allocation",
+        # the server goes on serving other requests: the corpus's labellers file it not OOM (2 of 2 dev cases)
+        False,
+        50,  # the lowest fatal rank: the request is lost; any crash in the same log ranks above it
+        "a prompt needs more KV blocks than the whole pool holds, so the scheduler ignores it: the KV cache is too "
+        "small for one request of that length",
+        "WARNING 12-19 10:21:05 scheduler.py:161] Input prompt (1217 tokens) is too long and exceeds the capacity of "
+        "block_manager",
+        "vllm/core/scheduler.py (_schedule_prefills: can_allocate == AllocStatus.NEVER), vLLM 0.2-0.10",
+    ),
+    Failure(
         "E-MAMBABLOCKS",
         rx(r"max_num_seqs \(\d+\) exceeds available Mamba cache blocks"),
         "kv",

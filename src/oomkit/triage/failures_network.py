@@ -47,6 +47,23 @@ NETWORK_FAILURES: tuple[Failure, ...] = (
         excludes=("E-CPUALLOC",),
     ),  # "ibv_reg_mr failed: Cannot allocate memory" is pinned memory (memlock), not host RAM
     Failure(
+        "E-SIGBUS",
+        # SIGBUS: a mapped page the kernel cannot back. Under vLLM that is shared memory run out (a container's 64 MB
+        # /dev/shm): NCCL's intra-node shm transport and vLLM's shm_broadcast queues map their segments there as the
+        # workers start; a truncated memory-mapped checkpoint does the same while loading (verdict_explicit.py).
+        rx(r"Fatal Python error: Bus error|\*\*\* SIGBUS received at time=|\bBus error \(core dumped\)"),
+        "network",
+        "network_communication",
+        False,
+        69,  # above E-ILLEGAL: "core dumped" on the same line is the same signal
+        "a worker died of SIGBUS: the shared memory its collectives map (/dev/shm) ran out; give the container "
+        "more (docker --shm-size, a memory-backed emptyDir in Kubernetes) or set NCCL_SHM_DISABLE=1",
+        "(RayWorker pid=1451) Fatal Python error: Bus error",
+        "CPython faulthandler ('Fatal Python error: Bus error'); abseil failure_signal_handler.cc (via Ray); NCCL's "
+        "shm transport (src/transport/shm.cc) and vllm/distributed/device_communicators/shm_broadcast.py map /dev/shm",
+        excludes=("E-ILLEGAL",),
+    ),
+    Failure(
         "E-KVXFER",
         rx(
             # Mooncake's transfer engine and store (glog lines: transfer_task.cpp, transfer_metadata.cpp, client.cpp,

@@ -93,6 +93,10 @@ FRAME_PHASES: tuple[tuple[re.Pattern[str], str], ...] = (
         "cudagraph_capture",
     ),
     (rx(r"_dummy_sampler_run|_dummy_pooler_run"), "memory_profiling"),
+    # Sleep mode's wake-up (LLM.wake_up -> EngineCore.wake_up -> Worker.wake_up -> CuMemAllocator.wake_up, vLLM
+    # 0.7.3+) maps the slept weights and KV cache back; the KV pool, sized to fill the device, is what a trainer left
+    # holding memory leaves no room for. The corpus files wake-up OOMs with KV-cache allocation.
+    (rx(r"^wake_up$"), "kv_cache_allocation"),
     (
         rx(
             r"initialize_kv_cache|allocate_kv_cache|_allocate_kv_cache|init_kv_cache|initialize_cache|_init_cache|_reshape_kv_cache|bind_kv_cache|initialize_from_config"

@@ -146,6 +146,7 @@ REFUSAL = re.compile(
     # a call whose signature the installed release does not have: a wrapper or plugin built for another vLLM
     # (CPython's TypeError for a keyword the callee lacks, or for arguments it now requires)
     r"|\bgot an unexpected keyword argument\b|\bgot multiple values for (?:keyword )?argument\b"
+    r"|\bgot some positional-only arguments passed as keyword arguments\b"
     r"|\bmissing \d+ required (?:positional|keyword-only) arguments?\b|\btakes \d+ positional arguments? but \d+"
     # or a model config without a field the installed code reads (a config class from another Transformers or vLLM
     # release, or a checkpoint's own config class)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from oomkit.redact import redact
@@ -106,6 +107,9 @@ def _context_phase(
     )
 
 
+# vLLM's CuMemAllocator extension (csrc/cumem_allocator.cpp, 0.7.3+), used only with enable_sleep_mode, prints its
+# CUDA driver errors as "CUDA Error: out of memory at .../cumem_allocator.cpp:62" before Python sees them.
+SLEEP_ALLOCATOR = re.compile(r"cumem_allocator\.cpp")
 # PyTorch's share of the device above which no gpu_memory_utilization budget was holding it (see _placeless).
 UNBUDGETED_SHARE = 0.98
 
@@ -177,6 +181,16 @@ def _placeless(
             (
                 f"CUDA graphs already held {private:g} GiB (PyTorch's private pools), so start-up was past "
                 "graph capture; no stats line tells prefill from decode"
+            ),
+        )
+    if hit.rule.is_oom and SLEEP_ALLOCATOR.search(hit.evidence.text):
+        return (
+            "kv_cache_allocation",
+            "low",
+            (
+                "vLLM's sleep-mode allocator (cumem_allocator.cpp) could not map memory, with nothing placing it: "
+                "the pools it maps are the weights and the KV cache, at start and again at wake_up, where the KV pool "
+                "(sized to fill the device) is what memory another process took leaves no room for"
             ),
         )
     if hit.rule.is_oom:

@@ -60,6 +60,14 @@ def explicit(hit: Hit) -> tuple[str | None, str, str]:
         return rule.phase, "medium", COLLECTIVE_TIMEOUT_WHY
     if rule.id == "E-ILLEGAL" and not hit.after_ready and hit.context_source == "frames" and hit.context_phase in STEPS:
         return hit.context_phase, "medium", KERNEL_CRASH_WHY
+    if rule.id == "E-SIGBUS" and hit.context_source == "frames" and hit.context_phase == "weight_loading":
+        return (
+            "weight_loading",
+            "medium",
+            "explicit E-SIGBUS line in the loader's frames: a memory-mapped checkpoint cut short",
+        )
+    if rule.id == "E-MMDUMMY" and hit.after_ready:  # a request's own input, which the engine serves on past
+        return "not_oom_other", "medium", "explicit E-MMDUMMY line after the server was ready: one request's input"
     if rule.id == "E-COMPILE" and not hit.after_ready:
         placed = hit.context_source in ("frames", "markers") and hit.context_phase not in (None, "serving", "ready")
         return "cudagraph_capture", "medium" if placed else "low", COMPILE_WHY

@@ -1,0 +1,116 @@
+"""Classes of session 16 (issue 13). Sleep mode: vLLM's CuMemAllocator extension prints its driver errors ("CUDA
+Error: out of memory at .../cumem_allocator.cpp:62") before Python sees them; the pools it maps are the weights and
+the KV cache, at start and again at wake_up, so alone such a line is the KV allocation (low), and a traceback through
+`wake_up` places any failure there. An OOM line that nothing placed, followed by a traceback of its own process, is
+placed by those frames (not by another process's). V0's scheduler ignoring a prompt that needs more blocks than the
+whole pool ("exceeds the capacity of block_manager") is a KV cache too small for one request, not pressure. The
+multimodal processor failing on its dummy inputs ("Failed to apply XProcessor on data=") kills start-up's memory
+profiling; after the ready line it is one request's input. SIGBUS ("Fatal Python error: Bus error") is /dev/shm run
+out under the collectives, or a cut checkpoint when the loader's frames hold it. glog/Abseil's C++ prefix ("E1216
+02:12:49.624646 179 model.py:248] msg", as Triton, XLA, NIXL print it) is peeled like vLLM's own header, and Triton's
+Python backend reports a model's failed initialize() as "Failed to initialize Python stub: TypeError: ...": read as the
+exception line it carries."""
+
+from pathlib import Path
+
+import pytest
+from _triage_synth import Case, checked_verdict
+
+from oomkit.logs.line import parse_line
+
+READY = "INFO 06-16 09:49:10 [launcher.py:29] Route: /v1/chat/completions, Methods: POST\nINFO:     Application startup complete.\n"
+WAKE_FRAMES = (
+    "Traceback (most recent call last):\n"
+    '  File "/app/train.py", line 303, in <module>\n'
+    "    trainer.train()\n"
+    '  File "/venv/lib/python3.12/site-packages/vllm/entrypoints/llm.py", line 1572, in wake_up\n'
+    "    self.llm_engine.wake_up(tags)\n"
+    '  File "/venv/lib/python3.12/site-packages/vllm/v1/engine/llm_engine.py", line 281, in wake_up\n'
+    "    self.engine_core.wake_up(tags)\n"
+)
+LOAD_FRAMES = (
+    "Traceback (most recent call last):\n"
+    '  File "/venv/lib/python3.12/site-packages/vllm/worker/model_runner.py", line 1012, in load_model\n'
+    "    self.model = get_model(vllm_config=self.vllm_config)\n"
+    '  File "/venv/lib/python3.12/site-packages/vllm/model_executor/model_loader/weight_utils.py", line 420, '
+    "in safetensors_weights_iterator\n"
+    "    with safe_open(st_file, framework='pt') as f:\n"
+)
+CAPTURE_FRAMES = (
+    "Traceback (most recent call last):\n"
+    '  File "/venv/lib/python3.12/site-packages/vllm/v1/worker/gpu_model_runner.py", line 2100, in capture_model\n'
+    "    self._dummy_run(num_tokens)\n"
+)
+MM_FAIL = (
+    "RuntimeError: Failed to apply UltravoxProcessor on data={'text': '<|audio|>', 'audios': [array([0., 0., 0., "
+    "..., 0., 0., 0.])]} with kwargs={'sampling_rate': 16000}\n"
+)
+TRITON_STUB = (
+    'I1216 02:12:49.624943 179 pb_stub.cc:388] "Failed to initialize Python stub: TypeError: '
+    "build_async_engine_client_from_engine_args() got an unexpected keyword argument 'stat_loggers'\\n\\nAt:\\n  "
+    '/usr/lib/python3.12/contextlib.py(105): __init__\\n"\n'
+)
+
+CASES = {
+    "sleep_mode_allocator_oom_alone_is_the_kv_cache": Case(
+        "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:56\n"
+        "CUDA Error: invalid argument at /workspace/csrc/cumem_allocator.cpp:57\n",
+        "kv_cache_allocation",
+        True,
+        "low",
+    ),
+    "oom_line_then_its_own_wake_up_traceback": Case(
+        "INFO 09-10 12:12:34 [gpu_worker.py:115] Sleep mode freed 9.19 GiB memory, 7.66 GiB memory is still in use.\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.\n" + WAKE_FRAMES,
+        "kv_cache_allocation",
+        True,
+    ),
+    "cut_wake_up_traceback_is_the_kv_cache": Case(
+        "2025-09-16 10:20:03,241\tERROR worker.py:421 -- Unhandled error: ray::VllmGenerationWorker.wake_up()\n"
+        + WAKE_FRAMES,
+        "kv_cache_allocation",
+        False,
+    ),
+    "oom_line_then_another_process_traceback_is_not_placed_by_it": Case(
+        "(VllmWorker rank=1 pid=2978) ERROR 03-19 07:27:53 [multiproc_executor.py:375] torch.OutOfMemoryError: CUDA "
+        "out of memory. Tried to allocate 20.00 MiB.\n" + CAPTURE_FRAMES,
+        "weight_loading",
+        True,
+        "low",
+    ),
+    "v0_prompt_larger_than_the_whole_pool": Case(
+        "WARNING 12-19 10:21:05 scheduler.py:161] Input prompt (1217 tokens) is too long and exceeds the capacity of "
+        "block_manager\n",
+        "kv_cache_allocation",
+        False,
+        "high",
+    ),
+    "v0_preemption_is_still_pressure": Case(
+        "WARNING 05-04 08:14:07 scheduler.py:1089] Sequence group 12 is preempted by PreemptionMode.RECOMPUTE mode "
+        "because there is not enough KV cache space.\n",
+        "cache_pressure",
+        False,
+    ),
+    "multimodal_processor_fails_on_the_dummy_inputs": Case(MM_FAIL, "memory_profiling", False, "high"),
+    "multimodal_processor_failure_after_ready_is_one_request": Case(READY + MM_FAIL, "not_oom_other", False, "medium"),
+    "sigbus_in_a_worker_is_shared_memory": Case(
+        "(RayWorker pid=3346) Fatal Python error: Bus error\n", "network_communication", False, "high"
+    ),
+    "sigbus_in_the_loader_frames_is_a_cut_checkpoint": Case(
+        LOAD_FRAMES + "Fatal Python error: Bus error\n", "weight_loading", False, "medium"
+    ),
+    "segfault_stays_a_crash": Case("Fatal Python error: Segmentation fault\n", "not_oom_other", False, "high"),
+    "triton_python_stub_signature_mismatch_is_the_environment": Case(TRITON_STUB, "environment", False, "low"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_session16_class(name: str, tmp_path: Path) -> None:
+    checked_verdict(name, CASES[name], tmp_path)
+
+
+def test_glog_prefix_is_peeled_with_its_level_and_source() -> None:
+    rec = parse_line('E1216 02:12:49.624646 179 model.py:248] "[vllm] Failed to start engine: NoneType: None\\n"')
+    assert (rec.level, rec.src, rec.msg) == ("ERROR", "model.py:248", "[vllm] Failed to start engine: NoneType: None")
+    rec = parse_line("W0605 10:01:02.000001  12 tpu_pjrt_client.cc:77] slow host")
+    assert (rec.level, rec.src, rec.msg) == ("WARNING", "tpu_pjrt_client.cc:77", "slow host")
