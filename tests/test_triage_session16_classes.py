@@ -1,8 +1,12 @@
 """Classes of session 16 (issue 13). Sleep mode: vLLM's CuMemAllocator extension prints its driver errors ("CUDA
 Error: out of memory at .../cumem_allocator.cpp:62") before Python sees them; the pools it maps are the weights and
 the KV cache, at start and again at wake_up, so alone such a line is the KV allocation (low), and a traceback through
-`wake_up` places any failure there. An OOM line that nothing placed, followed by a traceback of its own process, is
-placed by those frames (not by another process's). V0's scheduler ignoring a prompt that needs more blocks than the
+`wake_up` places any failure there; sleep mode's reports ("Sleep mode freed ...", "It took N seconds to fall asleep")
+come only from a built engine, so they mark it ready. An OOM line that nothing but markers placed, followed by a
+traceback of its own process, is placed by those frames (not by another process's). Ray's raylet reporting a worker
+"died or was killed ... by an unexpected system error" is a process that vanished. A log that ends in NCCL's set-up
+chatter (NCCL_DEBUG=INFO: "NCCL INFO Bootstrap ...", "Channel 00/02") with nothing after it hangs there (timeout); a
+later marker drops the wait, and teardown lines ("Destroy COMPLETE") are no set-up. V0's scheduler ignoring a prompt that needs more blocks than the
 whole pool ("exceeds the capacity of block_manager") is a KV cache too small for one request, not pressure. The
 multimodal processor failing on its dummy inputs ("Failed to apply XProcessor on data=") kills start-up's memory
 profiling; after the ready line it is one request's input. SIGBUS ("Fatal Python error: Bus error") is /dev/shm run
@@ -64,6 +68,44 @@ CASES = {
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.\n" + WAKE_FRAMES,
         "kv_cache_allocation",
         True,
+    ),
+    "sleep_and_wake_up_lines_mean_the_engine_was_built": Case(
+        "INFO 04-23 16:21:37 [worker.py:145] Sleep mode freed 19.51 GiB memory, 26.31 GiB memory is still in use.\n"
+        "INFO 04-23 16:21:37 [executor_base.py:188] It took 0.498879 seconds to fall asleep.\n"
+        "INFO 04-23 16:22:01 [executor_base.py:219] It took 1.462464 seconds to wake up.\n",
+        "healthy",
+        False,
+    ),
+    "oom_after_sleep_placed_by_its_wake_up_traceback_not_the_marker": Case(
+        "INFO 09-10 12:12:34 [executor_base.py:188] It took 0.498879 seconds to fall asleep.\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.\n" + WAKE_FRAMES,
+        "kv_cache_allocation",
+        True,
+    ),
+    "ray_worker_killed_by_a_system_error_vanished": Case(
+        "(raylet) A worker died or was killed while executing a task by an unexpected system error. To troubleshoot "
+        "the problem, check the logs for the dead worker.\n",
+        "unknown",
+        False,
+    ),
+    "log_ends_in_nccl_communicator_set_up": Case(
+        "INFO 09-03 02:15:42 pynccl.py:63] vLLM is using nccl==2.21.5\n"
+        "osprey1:1927386:1927386 [0] NCCL INFO Bootstrap : Using eno1:128.174.136.27<0>\n"
+        "osprey1:1927386:1927386 [0] NCCL INFO NET/Plugin: No plugin found (libnccl-net.so)\n",
+        "timeout",
+        False,
+        "medium",
+    ),
+    "nccl_set_up_then_weights_load_is_no_wait": Case(
+        "osprey1:1927386:1927386 [0] NCCL INFO Channel 00/02 :    0   1\n"
+        "INFO 09-03 02:16:42 [default_loader.py:308] Loading weights took 12.30 seconds\n",
+        "unknown",
+        False,
+    ),
+    "nccl_teardown_at_the_end_is_no_wait": Case(
+        READY + "host:1:1 [0] NCCL INFO comm 0x55d0 rank 0 nranks 2 cudaDev 0 busId 1000 - Destroy COMPLETE\n",
+        "healthy",
+        False,
     ),
     "cut_wake_up_traceback_is_the_kv_cache": Case(
         "2025-09-16 10:20:03,241\tERROR worker.py:421 -- Unhandled error: ray::VllmGenerationWorker.wake_up()\n"

@@ -145,6 +145,7 @@ class Triage:
         frames = self.state.frames
         if TRACEBACK_HEADER in rec.msg or FAULT_HEADER.search(rec.msg):
             frames[rec.pid] = []
+            self.state.frames_from[rec.pid] = (rec.file, rec.line)
             self.state.raised.pop(rec.pid, None)
             if rec.src and BENIGN_SOURCES.search(rec.src) and REQUEST_SOURCES.search(rec.src):
                 # the API server's request handler logging one request's traceback (logger.exception): that
@@ -328,8 +329,8 @@ class Triage:
                 if framed and (framed != "serving" or h.context_phase is None):
                     h.context_phase, h.context_source = framed, "frames"
                     h.prefill_hint = h.prefill_hint or self._prefill_hint(h.pid, "")
-            elif h.context_source == "none" and (
-                h.rule.cls in ("exception", "crash") or (h.rule.cls == "oom" and h.pid in self.state.frames)
+            elif (h.context_source == "none" and h.rule.cls in ("exception", "crash")) or (
+                h.rule.cls == "oom" and h.context_source in ("none", "markers", "nearby") and self._traceback_after(h)
             ):
                 # A failure line that nothing placed, followed by a stack of its process: a chained exception's outer
                 # traceback ("The above exception was the direct cause of the following"), whose frames are the
@@ -341,6 +342,11 @@ class Triage:
                     h.context_phase, h.context_source = framed, "frames"
         cut = self._cut_traceback(hits)
         return hits + [cut] if cut else hits
+
+    def _traceback_after(self, hit: Hit) -> bool:
+        """A traceback of the hit's own process starts after its line: the Python stack of the call that failed."""
+        start = self.state.frames_from.get(hit.pid)
+        return start is not None and start[0] == hit.evidence.file and start[1] > hit.evidence.line
 
     def _elsewhere_phase(self, pid: int | None) -> str | None:
         """A wrapper whose own process's frames place nothing ("Engine core initialization failed. See root

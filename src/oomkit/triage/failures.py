@@ -301,7 +301,11 @@ FAILURES: tuple[Failure, ...] = (
     # --- wrappers: something fatal happened; the cause is above
     Failure(
         "E-DIED",
-        rx(r"engine core exited unexpectedly|Worker proc \S+ died unexpectedly|Engine core proc \S+ died unexpectedly"),
+        rx(
+            r"engine core exited unexpectedly|Worker proc \S+ died unexpectedly|Engine core proc \S+ died unexpectedly"
+            # Ray's raylet on a worker process that exited with WorkerExitType.SYSTEM_ERROR (killed, or a native crash)
+            r"|A worker died or was killed while executing a task by an unexpected system error"
+        ),
         "died",
         None,
         False,

@@ -47,6 +47,24 @@ NETWORK_FAILURES: tuple[Failure, ...] = (
         excludes=("E-CPUALLOC",),
     ),  # "ibv_reg_mr failed: Cannot allocate memory" is pinned memory (memlock), not host RAM
     Failure(
+        "E-NCCLINIT",
+        # NCCL_DEBUG=INFO's lines ("host:pid:tid [dev] NCCL INFO Bootstrap : Using eno1", "... Channel 00/02",
+        # "... Init START") print while a communicator is being set up (init.cc, bootstrap.cc, transport/*.cc): a log
+        # that ends in them, with nothing after, is a start that hangs in that set-up (a peer that never joins, P2P
+        # or a NIC that does not answer). A wait: any later marker drops it. Teardown ("Destroy COMPLETE", "Abort
+        # COMPLETE") and NCCL's error traces ("group.cc:64 -> 1") are not set-up.
+        rx(r"\] NCCL INFO (?!.*(?:Destroy|Abort) COMPLETE|.* -> \d)"),
+        "stall",
+        "timeout",
+        False,
+        50,
+        "the log ends while NCCL sets up a communicator: the start hangs there (a rank that never joins, PCIe P2P "
+        "or a network interface that does not answer); try NCCL_P2P_DISABLE=1, NCCL_SOCKET_IFNAME, or check every "
+        "rank's log",
+        "osprey1:1927386:1927386 [0] NCCL INFO Bootstrap : Using eno1:128.174.136.27<0>",
+        "NCCL src/init.cc, src/bootstrap.cc, src/transport/*.cc (INFO(NCCL_INIT...) with NCCL_DEBUG=INFO)",
+    ),
+    Failure(
         "E-SIGBUS",
         # SIGBUS: a mapped page the kernel cannot back. Under vLLM that is shared memory run out (a container's 64 MB
         # /dev/shm): NCCL's intra-node shm transport and vLLM's shm_broadcast queues map their segments there as the

@@ -197,7 +197,13 @@ MARKERS: tuple[Marker, ...] = (
         "R-READY",
         # "Available routes are:" is serve_http's first line (vllm/entrypoints/launcher.py; launchers/launcher.py
         # in 0.32): the engine client is built before the server is, so the engine is ready when it prints.
-        rx(r"^(?:Starting vLLM (?:API )?server(?: \d+)? on|Application startup complete|Available routes are:)"),
+        # Sleep mode's reports (v1/worker/gpu_worker.py Worker.sleep "Sleep mode freed ...", executor_base/abstract.py
+        # "It took N seconds to fall asleep" / "to wake up", 0.7.3-0.34) come only from a built engine: LLM.sleep and
+        # wake_up need one, so the engine was ready.
+        rx(
+            r"^(?:Starting vLLM (?:API )?server(?: \d+)? on|Application startup complete|Available routes are:"
+            r"|Sleep mode freed [\d.]+ GiB memory|It took [\d.]+ seconds to (?:fall asleep|wake up))"
+        ),
         "ready",
         "serving",
         "Application startup complete.",

@@ -34,6 +34,7 @@ class State:
     hits: dict[str, Hit] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
     frames: dict[int | None, list[str]] = field(default_factory=dict)
+    frames_from: dict[int | None, tuple[str, int]] = field(default_factory=dict)  # pid: file, line of its last header
     slow: Evidence | None = None
     last_exception: Evidence | None = None
     open_traceback: tuple[Evidence, int | None] | None = None  # a header with no exception line yet
