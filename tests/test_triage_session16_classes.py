@@ -6,7 +6,10 @@ come only from a built engine, so they mark it ready. An OOM line that nothing b
 traceback of its own process, is placed by those frames (not by another process's). Ray's raylet reporting a worker
 "died or was killed ... by an unexpected system error" is a process that vanished. A log that ends in NCCL's set-up
 chatter (NCCL_DEBUG=INFO: "NCCL INFO Bootstrap ...", "Channel 00/02") with nothing after it hangs there (timeout); a
-later marker drops the wait, and teardown lines ("Destroy COMPLETE") are no set-up. V0's scheduler ignoring a prompt that needs more blocks than the
+later marker drops the wait, and teardown lines ("Destroy COMPLETE") are no set-up. The environment also: PyTorch
+asking for a device's properties with no GPU visible ("device >= 0 && device < num_gpus INTERNAL ASSERT FAILED"), and
+cuBLAS refusing a call its build or the GPU does not support (CUBLAS_STATUS_INVALID_VALUE, NOT_SUPPORTED,
+ARCH_MISMATCH). V0's scheduler ignoring a prompt that needs more blocks than the
 whole pool ("exceeds the capacity of block_manager") is a KV cache too small for one request, not pressure. The
 multimodal processor failing on its dummy inputs ("Failed to apply XProcessor on data=") kills start-up's memory
 profiling; after the ready line it is one request's input. SIGBUS ("Fatal Python error: Bus error") is /dev/shm run
@@ -106,6 +109,20 @@ CASES = {
         READY + "host:1:1 [0] NCCL INFO comm 0x55d0 rank 0 nranks 2 cudaDev 0 busId 1000 - Destroy COMPLETE\n",
         "healthy",
         False,
+    ),
+    "pytorch_with_no_gpu_visible": Case(
+        'RuntimeError: device >= 0 && device < num_gpus INTERNAL ASSERT FAILED at "../aten/src/ATen/cuda/CUDAContext.cpp"'
+        ":50, please report a bug to PyTorch. device=, num_gpus=\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "cublas_refusing_the_call_is_its_build": Case(
+        "(EngineCore_DP0 pid=2411846) RuntimeError: CUDA error: CUBLAS_STATUS_INVALID_VALUE when calling "
+        "`cublasGemmEx( handle, opa, opb, m, n, k, &falpha, a, CUDA_R_16BF, lda, b, CUDA_R_16BF, ldb, &fbeta, c)`\n",
+        "environment",
+        False,
+        "high",
     ),
     "cut_wake_up_traceback_is_the_kv_cache": Case(
         "2025-09-16 10:20:03,241\tERROR worker.py:421 -- Unhandled error: ray::VllmGenerationWorker.wake_up()\n"

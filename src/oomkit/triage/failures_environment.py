@@ -16,6 +16,11 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             r"|CUDA driver is a stub library|system has unsupported display driver|PTX was compiled with an unsupported toolchain"
             r"|Found no NVIDIA driver on your system|CUDA unknown error - this may be due to an incorrectly set up environment"
             r"|(?i:cuda) call failed lazily at initialization|Failed to find C compiler|Python\.h: No such file"
+            # PyTorch asked for a device's properties with no GPU visible (aten/src/ATen/cuda/CUDAContext.cpp:
+            # TORCH_INTERNAL_ASSERT(device >= 0 && device < num_gpus)); cuBLAS refusing a call its build or the GPU
+            # does not support (a cuBLAS wheel other than the one PyTorch was built with, or an older architecture)
+            r"|device >= 0 && device < num_gpus INTERNAL ASSERT FAILED"
+            r"|CUBLAS_STATUS_(?:INVALID_VALUE|NOT_SUPPORTED|ARCH_MISMATCH)\b"
             r"|only supported (?:on|in|by) (?:Hopper|Blackwell|Ampere|Ada|SM ?\d+|sm_?\d+|FlashAttention ?\d|FA ?\d|CUDA\b|ROCm|XPU)"
             r"|not supported on the current device|Unsupported (?:GPU |CUDA |SM )?architecture\b"
             r"|Failed to load NCCL library|Cannot re-initialize CUDA in forked subprocess"
