@@ -85,6 +85,12 @@ CASES = {
         "kv_cache_allocation",
         True,
     ),
+    "sleep_allocator_oom_after_the_server_was_up_is_its_wake_up": Case(
+        READY + "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62\n",
+        "kv_cache_allocation",
+        True,
+        "low",
+    ),
     "ray_worker_killed_by_a_system_error_vanished": Case(
         "(raylet) A worker died or was killed while executing a task by an unexpected system error. To troubleshoot "
         "the problem, check the logs for the dead worker.\n",

@@ -87,6 +87,9 @@ def _context_phase(
     phase, source = hit.context_phase, hit.context_source
     if phase is None or phase == "timeout":  # a memory error is not placed by a wait it interrupted
         return _placeless(hit, figures or {}, warmup, budget)
+    if phase in ("serving", "ready") and hit.rule.is_oom and SLEEP_ALLOCATOR.search(hit.evidence.text):
+        # the sleep-mode pool maps memory only while loading, sizing the KV cache and waking up, never for a step
+        return "kv_cache_allocation", "low", "sleep-mode allocator out of memory once the engine was up: its wake_up"
     if phase == "serving":
         hint = hit.prefill_hint
         phase = "serving_decode" if hint == "decode" else "serving_prefill"
