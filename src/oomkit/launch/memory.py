@@ -14,10 +14,16 @@ from oomkit.fsio import JsonlWriter
 from oomkit.serial import JsonObject
 
 PSUTIL_HINT = "pip install psutil (or pip install 'oomkit[launch]')"
+RESCAN_S = 2.0
+"""How often a sample looks for new processes in the tree. Finding children means reading every process's
+/proc/PID/stat on the host (psutil's children(recursive=True)), by far a sample's largest cost; between scans a
+sample reads only the processes already known, and a phase change always rescans (vLLM starts its engine core and
+workers at a step boundary)."""
 PHASE_POLL_S = 0.05
-"""How often the sampler reads the current phase (a field read, no system call). A change is sampled
-at once: a phase shorter than the sampling interval (the tiny testbed loads its weights in about
-0.5 s) still gets a peak."""
+"""How often the sampler reads the current phase when nobody tells it of a change (a field read, no system call).
+A change is sampled at once: a phase shorter than the sampling interval (the tiny testbed loads its weights in about
+0.5 s) still gets a peak. A caller that calls `MemorySampler.phase_changed()` on each new phase (the launcher's log
+follower does) lets the sampler sleep a whole interval instead: twenty wake-ups a second were most of its CPU."""
 
 
 def _psutil() -> Any:
@@ -84,6 +90,12 @@ class ProcessTree:
                 self._seen.setdefault(proc.pid, proc)
             return [p for p in self._seen.values() if _running(p)]
 
+    def known(self) -> list[Any]:
+        """The processes already seen, without looking for new ones or checking that they still run (a sample skips
+        one that has gone: reading it raises); `live` checks."""
+        with self._lock:
+            return list(self._seen.values())
+
     def seen_pids(self) -> list[int]:
         with self._lock:
             return sorted(self._seen)
@@ -97,9 +109,12 @@ def _running(proc: Any) -> bool:
         return False
 
 
-def sample_tree(tree: ProcessTree, t_s: float, phase: str | None, gpus: Nvml | None) -> MemorySample:
+def sample_tree(
+    tree: ProcessTree, t_s: float, phase: str | None, gpus: Nvml | None, rescan: bool = True
+) -> MemorySample:
+    """`rescan`: look for processes the tree started since the last scan (else read the known ones)."""
     procs: list[ProcSample] = []
-    for proc in tree.live():
+    for proc in tree.live() if rescan else tree.known():
         try:
             with proc.oneshot():
                 procs.append(ProcSample(proc.pid, proc.name(), proc.memory_info().rss))
@@ -184,6 +199,9 @@ class MemorySampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="oomkit-memory", daemon=True)
         self._lock = threading.Lock()
+        self._next_scan_s = 0.0
+        self._wake = threading.Event()
+        self._told = False  # a caller reports phase changes: no need to poll for them
 
     @property
     def source(self) -> str:
@@ -193,8 +211,12 @@ class MemorySampler:
         self._thread.start()
         return self
 
-    def sample_now(self) -> MemorySample:
-        sample = sample_tree(self.tree, time.monotonic() - self._started, self._phase(), self._gpus)
+    def sample_now(self, rescan: bool = True) -> MemorySample:
+        now_s = time.monotonic()
+        rescan = rescan or now_s >= self._next_scan_s
+        if rescan:
+            self._next_scan_s = now_s + RESCAN_S
+        sample = sample_tree(self.tree, now_s - self._started, self._phase(), self._gpus, rescan)
         with self._lock:
             if sample.procs:
                 self.peaks.add(sample)
@@ -202,21 +224,29 @@ class MemorySampler:
                 self.samples += 1
         return sample
 
+    def phase_changed(self) -> None:
+        """The phase moved on: sample now, not at the next interval."""
+        self._told = True
+        self._wake.set()
+
     def _run(self) -> None:
         sampled_phase: str | None = None
         next_due_s = 0.0
         while not self._stop.is_set():
+            self._wake.clear()  # before the read: a change reported after it wakes the wait below at once
             try:
                 phase, now_s = self._phase(), time.monotonic()
                 if phase != sampled_phase or now_s >= next_due_s:
+                    changed = phase != sampled_phase
                     sampled_phase, next_due_s = phase, now_s + self._interval_s
-                    self.sample_now()
+                    self.sample_now(rescan=changed)
             except Exception:
                 pass  # a sampling hiccup must never take the launch down
-            self._stop.wait(min(PHASE_POLL_S, self._interval_s))
+            self._wake.wait(self._interval_s if self._told else min(PHASE_POLL_S, self._interval_s))
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
         with self._lock:

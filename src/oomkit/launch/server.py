@@ -142,6 +142,7 @@ class Server:
     def start(self) -> None:
         argv = self.profile.argv(self.port)
         self.run.file("server.log", "vLLM server stdout+stderr, redacted").touch()
+        _load_watchers()
         self._cpu_at_start = _cpu_s()
         self._proc = ServerProcess(argv, self.profile.server_env())
         self.run.update(
@@ -158,6 +159,8 @@ class Server:
         ).start()
 
     def _phase_reached(self, reached: PhaseReached) -> None:
+        if self._sampler is not None:
+            self._sampler.phase_changed()
         self.emit("phase", reached.phase, phase=reached.phase, line=reached.line)
 
     def wait_ready(self) -> str | None:
@@ -320,6 +323,14 @@ class Server:
         if not self._follower:
             return None
         return self._follower.result().facts.vllm_version
+
+
+def _load_watchers() -> None:
+    """Import what watching the server needs (the triage rules, compiled at import; the HTTP client) before it
+    starts: a one-time set-up, neither counted as the watch's overhead nor run while the server competes for CPU."""
+    import httpx  # noqa: F401
+
+    import oomkit.triage  # noqa: F401
 
 
 def _cpu_s() -> float:
