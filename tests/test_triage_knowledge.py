@@ -177,3 +177,32 @@ def test_a_lone_wrapper_is_unknown_not_a_guess(tmp_path: Path) -> None:
     )
     verdict = analyse([str(log)]).verdict
     assert (verdict.phase, verdict.is_oom, verdict.confidence) == ("unknown", False, "low")
+
+
+def test_an_assert_message_is_mined_as_an_assertion_error(tmp_path: Path) -> None:
+    # `assert cond, msg` raises AssertionError(msg): the generator keeps its message as it keeps a raise's
+    sys.path.insert(0, str(REPO / "scripts"))
+    from vllm_knowledge.extract import read_release
+
+    module = tmp_path / "vllm" / "worker.py"
+    module.parent.mkdir()
+    module.write_text(
+        "def determine_available_memory(free, total):\n"
+        '    assert free < total, f"Error in memory profiling. Initial free memory {free} GiB, current {total}"\n'
+        "    assert free\n"
+    )
+    templates, _functions = read_release(tmp_path)
+    assert [(t.exception, t.function) for t in templates] == [("AssertionError", "determine_available_memory")]
+    assert templates[0].literal[0] == "Error in memory profiling. Initial free memory "
+
+
+def test_a_real_assertion_maps_to_the_function_that_asserts() -> None:
+    # vLLM 0.7-0.8's V1 worker (Worker.determine_available_memory) asserts that profiling freed no memory
+    line = (
+        "AssertionError: Error in memory profiling. Initial free memory 30.3 GiB, current free memory 30.5 GiB. "
+        "This happens when the GPU memory was not properly cleaned up before initializing the vLLM instance."
+    )
+    row = match_message(line)
+    assert row is not None and row.exception == "AssertionError"
+    assert (row.phase, row.is_oom) == ("memory_profiling", False)
+    assert row.source.endswith(":Worker.determine_available_memory")

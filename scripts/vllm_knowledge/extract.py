@@ -293,6 +293,12 @@ class _Visitor(ast.NodeVisitor):
             self._add(exc.args[0], None, _callee(exc) or "Exception")
         self.generic_visit(node)
 
+    def visit_Assert(self, node: ast.Assert) -> None:
+        # `assert cond, msg` raises AssertionError(msg): Python prints it as "AssertionError: <msg>"
+        if node.msg is not None:
+            self._add(node.msg, None, "AssertionError")
+        self.generic_visit(node)
+
     def _add(self, message: ast.expr, level: str | None, exception: str | None) -> None:
         if isinstance(message, ast.Name) and self.assigned:
             # `msg = f"..."` then `raise ValueError(msg)` / `logger.error(msg)`: each value the function
