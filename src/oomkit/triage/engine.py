@@ -61,6 +61,10 @@ ENGINE_WARM = re.compile(
 # changes no result.
 MARKER_ORDER = sorted(MARKERS, key=lambda m: m.id != "R-SERVE")
 WRAPPER = re.compile("|".join(f.pattern.pattern for f in FAILURES if f.cls in ("wrapper", "died")))
+# V1's multiproc executor re-raises a worker's failure with the worker's exception quoted in it
+# (vllm/v1/executor/multiproc_executor.py, 0.30+: "Worker failed with error '{result}', please check the stack trace
+# above for the root cause"): the line carries the exception itself, whatever the excerpt cut above it.
+WORKER_ERROR_QUOTED = re.compile(r"Worker failed with error '.")
 MAX_HITS_PER_RULE = 8
 
 
@@ -231,7 +235,7 @@ class Triage:
         for rule in matched:
             if rule.id in excluded:
                 continue
-            if rule.cls == "exception" and not WRAPPER.search(rec.msg):
+            if rule.cls == "exception" and (not WRAPPER.search(rec.msg) or WORKER_ERROR_QUOTED.search(rec.msg)):
                 st.last_exception = Evidence(rec.file, rec.line, rec.text)
             self._hit(rule, rec)
 

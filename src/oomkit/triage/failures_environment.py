@@ -200,6 +200,36 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
         "(OutOfResources: 'out of resource: shared memory, Required: N, Hardware limit: M'); HIP's hiprtc loader",
     ),
     Failure(
+        "E-INSTALL",
+        rx(
+            # pip's resolver and build front-end (pip/_internal: "ERROR: Could not find a version that satisfies the
+            # requirement", "No matching distribution found for", "ResolutionImpossible", the build-backend steps'
+            # "subprocess-exited-with-error" / "metadata-generation-failed", "Failed building wheel for")
+            r"ERROR: Could not find a version that satisfies the requirement|ERROR: No matching distribution found for"
+            r"|\bResolutionImpossible\b|because these package versions have conflicting dependencies"
+            r"|error: subprocess-exited-with-error|error: metadata-generation-failed|Failed building wheel for \S"
+            r"|Failed to build installable wheels|ERROR: Could not build wheels for"
+            r"|did not run successfully\.\s*$"
+            # uv ("× Failed to build `vllm==...`", "× No solution found when resolving dependencies")
+            r"|Failed to build `|No solution found when resolving dependencies"
+            # CMake configuring vLLM's extensions in a source build; vLLM's setup.py on an unsupported OS
+            r"|-- Configuring incomplete, errors occurred!|^CMake Error at "
+            r"|vLLM only supports Linux platform"
+        ),
+        "environment",
+        "environment",
+        False,
+        70,
+        "vLLM (or a package it needs) could not be installed or built: the package index has no build for this "
+        "Python, platform or pin, or a source build failed; no server ever started",
+        "ERROR: Could not find a version that satisfies the requirement torch==2.1.2 (from versions: 2.2.0)",
+        "pip/_internal (resolver: 'Could not find a version that satisfies the requirement', 'No matching "
+        "distribution found for', ResolutionImpossible; build backend: 'subprocess-exited-with-error', "
+        "'metadata-generation-failed', 'Failed building wheel for'); uv ('Failed to build `...`', 'No solution found "
+        "when resolving dependencies'); CMake ('Configuring incomplete, errors occurred!'); vLLM setup.py "
+        "('vLLM only supports Linux platform (including WSL) and MacOS.')",
+    ),
+    Failure(
         "E-SIGILL",
         rx(r"died unexpectedly \(exit code: -4\)|exit code -4\b|Illegal instruction|\bSIGILL\b"),
         "environment",
