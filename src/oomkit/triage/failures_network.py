@@ -32,6 +32,10 @@ NETWORK_FAILURES: tuple[Failure, ...] = (
             r"|DIST call hccl api failed|HCCL Error Code: \d+|hcclCommInitRootInfo\w* .*error code"
             # CuPy's NCCL binding (vLLM 0.3's CUDA-graph all-reduce): "NcclError: NCCL_ERROR_INVALID_USAGE: invalid usage"
             r"|NcclError: NCCL_ERROR_\w+"
+            # a rendezvous or IPC port already taken: c10d's TCPStore server (torch/csrc/distributed/c10d/socket.cpp:
+            # "The server socket has failed to listen on any local network address. ... EADDRINUSE") and the ZMQ sockets
+            # vLLM's API server and engine cores talk over (vllm/utils zmq make_zmq_socket; ports picked before bind)
+            r"|The server socket has failed to listen on any local network address|ZMQError: Address already in use"
         ),
         "network",
         "network_communication",
@@ -43,7 +47,8 @@ NETWORK_FAILURES: tuple[Failure, ...] = (
         "('Timed out after N seconds waiting for clients. M/W clients joined.')"
         "; rdma-core providers/mlx5 ('mlx5: HOST: got completion with error:'); vLLM csrc/custom_all_reduce.cuh "
         "CUDACHECK ('Failed: Cuda error %s:%d '%s''); abseil failure_signal_handler.cc's 'PC: @' line with an NCCL "
-        "symbol; torch_npu's ERR02200 and HCCL error codes (Ascend); cupy_backends/cuda/libs/nccl.pyx (NcclError)",
+        "symbol; torch_npu's ERR02200 and HCCL error codes (Ascend); cupy_backends/cuda/libs/nccl.pyx (NcclError); "
+        "c10d socket.cpp (a TCPStore port in use) and pyzmq's ZMQError on vLLM's engine sockets",
         excludes=("E-CPUALLOC",),
     ),  # "ibv_reg_mr failed: Cannot allocate memory" is pinned memory (memlock), not host RAM
     Failure(
