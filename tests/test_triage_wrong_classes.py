@@ -66,7 +66,9 @@ CASES: dict[str, Case] = {
         + f"{CORE}RuntimeError: Worker failed with error 'boom', please check the stack trace above for the root cause\n",
         "not_oom_other",
         False,
-        "low",  # the worker's own exception, the cause, is not in this log
+        # the wrapper quotes the worker's exception ('boom'), which is then the exception line (session 17): its
+        # message is in the log, its traceback is not
+        "medium",
     ),
     # A source line that calls something else under collective_rpc adds nothing: still a serving crash, cut.
     "rpc_other_call": Case(

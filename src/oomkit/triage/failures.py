@@ -143,6 +143,9 @@ FAILURES: tuple[Failure, ...] = (
             r"|Assertion `.+' failed\.|\*\*\* SIG(?:ABRT|SEGV|FPE) received at time=|Fatal Python error: (?:Aborted|Segmentation fault)"
             # a CUDA device-side assert as the kernel prints it (backticks lost when pasted as Markdown)
             r"|block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion .{1,200}? failed"
+            # the kernel's assert with CUDA's own quoting ("Assertion `index < sizes[i]` failed."), found even where
+            # interleaved ranks garble the block/thread coordinates before it
+            r"|Assertion `.{1,300}?` failed\."
             # the same kernel faults on other accelerators: ROCm's runtime (a kernel touching an unmapped page),
             # Habana's Synapse (a device that stopped making progress), Ascend's CANN (an AI-core kernel fault)
             r"|Memory access fault by GPU node-\d+|Synapse detected a device critical error|aicore execution is abnormal"
@@ -217,7 +220,7 @@ FAILURES: tuple[Failure, ...] = (
             # a checkpoint tensor the model has no parameter for: load_weights' `params_dict[name]`
             r"|^KeyError: '(?:\w+\.)+(?:\w*weight\w*|bias|qweight|qzeros|scales|g_idx|\w+_scale(?:_inv)?)'"
             # the same, through AutoWeightsLoader (models/utils.py _load_module, every release 0.6.6-0.34)
-            r"|There is no module or parameter named '[^']+' in \w+"
+            r"|There is no module or parameter named '[^']+'"
             # a checkpoint tensor of another shape than the parameter it is sharded into: the weight loaders'
             # `loaded_weight.narrow(dim, start, size)` (torch's narrow check)
             r"|start \(\d+\) \+ length \(\d+\) exceeds dimension size \(\d+\)"
@@ -386,7 +389,12 @@ REQUEST_SOURCES = rx(r"(?:^|/)serving(?:_\w+)?\.py:")
 # another attention path is used; vllm/attention/utils/fa_utils.py, vllm/v1/attention/backends/fa_utils.py.)
 # NCCL's probe for an optional network plugin at INFO level ("NET/Plugin: Plugin load returned 2 : libnccl-net.so:
 # cannot open shared object file"): NCCL goes on with its built-in transports (src/plugin/net.cc).
-FALLBACK_LINES = rx(r"Cannot use FA version \d+ is not supported due to|NCCL INFO NET/Plugin\b")
+# vLLM's platform detection (vllm/platforms/__init__.py, 0.8+) probes every platform and logs each probe's failure at
+# DEBUG ("Exception happens when checking CUDA platform: NVML Shared Library Not Found" on a ROCm host): not a failure.
+FALLBACK_LINES = rx(
+    r"Cannot use FA version \d+ is not supported due to|NCCL INFO NET/Plugin\b"
+    r"|Exception happens when checking \w+ platform: |platform is not available because: "
+)
 # SIGKILL forms a shell or executor prints for a process vLLM killed itself after E-FATALSIG.
 SELF_KILL = rx(r"^Killed$|exit code:? 137|exit code: -9\b")
 

@@ -104,12 +104,15 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # the model registry's refusal, often quoted without its "ValueError: " (and without the list of
             # supported architectures that follows)
             r"|Model architectures \[[^\]]*\] are not supported for now"
+            # tpu-inference's registry (tpu_inference/models/common/model_loader.py, UnsupportedArchitectureError)
+            r"|Model architectures \[[^\]]*\] not registered in "
             # the registry's refusal of an architecture it cannot resolve through Transformers either
             # (registry.py _ModelRegistry._try_resolve_transformers, 0.10-0.34)
             r"|is not a registered model in the Transformers library"
             # and of one whose Transformers class the Transformers backend cannot run (registry.py
             # _try_resolve_transformers, model_loader/utils.py resolve_transformers_arch/_fallback, 0.7-0.34)
             r"|The Transformers implementation of \S+ is not compatible with vLLM"
+            r"|has no vLLM implementation and the Transformers implementation is not compatible with vLLM"
             # Transformers unable to read the model's config or tokenizer (configuration_utils.py get_config_dict,
             # tokenization_utils_base.py from_pretrained: a wrong name or path, no access, a release too old for it)
             r"|Can't load (?:the configuration|tokenizer) (?:of|for) '"
@@ -205,10 +208,10 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # pip's resolver and build front-end (pip/_internal: "ERROR: Could not find a version that satisfies the
             # requirement", "No matching distribution found for", "ResolutionImpossible", the build-backend steps'
             # "subprocess-exited-with-error" / "metadata-generation-failed", "Failed building wheel for")
-            r"ERROR: Could not find a version that satisfies the requirement|ERROR: No matching distribution found for"
+            r"Could not find a version that satisfies the requirement|No matching distribution found for"
             r"|\bResolutionImpossible\b|because these package versions have conflicting dependencies"
             r"|error: subprocess-exited-with-error|error: metadata-generation-failed|Failed building wheel for \S"
-            r"|Failed to build installable wheels|ERROR: Could not build wheels for"
+            r"|Failed to build installable wheels|Could not build wheels for"
             r"|did not run successfully\.\s*$"
             # uv ("× Failed to build `vllm==...`", "× No solution found when resolving dependencies")
             r"|Failed to build `|No solution found when resolving dependencies"
