@@ -106,7 +106,9 @@ FAILURES: tuple[Failure, ...] = (
     Failure(
         "E-CORE-WAIT",
         rx(
-            r"Waiting for \d+ local, \d+ remote core engine proc\(s\) to start|No available (?:shared memory broadcast )?block found in \d+ seconds?"
+            # (0.9's form without the local/remote split: "Waiting for 1 core engine proc(s) to start: {0}")
+            r"Waiting for \d+ (?:local, \d+ remote )?core engine proc\(s\) to start"
+            r"|No available (?:shared memory broadcast )?block found in \d+ seconds?"
         ),
         "stall",
         "timeout",
