@@ -116,3 +116,46 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_session17_class(name: str, tmp_path: Path) -> None:
     checked_verdict(name, CASES[name], tmp_path)
+
+
+def _cut(*calls: tuple[str, str]) -> str:
+    """A traceback the excerpt cut before its exception line."""
+    lines = ["Traceback (most recent call last):"]
+    for number, (path, func) in enumerate(calls, start=100):
+        lines += [f'  File "/usr/local/lib/python3.12/dist-packages/{path}", line {number}, in {func}', "    call()"]
+    return "\n".join(lines) + "\n"
+
+
+FRAME_CASES = {
+    # building the engine's configuration from the command line: the settings
+    "cut_in_the_argument_parser": Case(
+        _cut(("vllm/entrypoints/openai/api_server.py", "run_server"), ("vllm/engine/arg_utils.py", "from_cli_args")),
+        "environment",
+        False,
+    ),
+    "cut_in_a_config_class": Case(
+        _cut(("vllm/engine/arg_utils.py", "create_engine_config"), ("vllm/config/model.py", "__post_init__")),
+        "environment",
+        False,
+    ),
+    # Triton compiling its driver's launcher with the host compiler: the toolchain
+    "cut_in_tritons_driver_build": Case(
+        _cut(("triton/runtime/jit.py", "run"), ("triton/backends/nvidia/driver.py", "compile_module_from_src")),
+        "environment",
+        False,
+    ),
+    # a guard: the loader's frames still place a cut traceback in weight loading
+    "cut_in_the_loader_stays_weight_loading": Case(
+        _cut(
+            ("vllm/engine/arg_utils.py", "create_engine_config"),
+            ("vllm/model_executor/model_loader/loader.py", "load_model"),
+        ),
+        "weight_loading",
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FRAME_CASES))
+def test_session17_frame_class(name: str, tmp_path: Path) -> None:
+    checked_verdict(name, FRAME_CASES[name], tmp_path)

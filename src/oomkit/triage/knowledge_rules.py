@@ -43,6 +43,19 @@ MODULE_PHASES: tuple[tuple[re.Pattern[str], str, str], ...] = (
         "vllm/v1/structured_output (V1) and vllm/model_executor/guided_decoding (V0): per-request grammars",
     ),
     (
+        # building the engine's configuration from its arguments (arg_utils: from_cli_args, create_engine_config;
+        # the config package's classes), Triton building its driver's launcher with the host compiler, and
+        # multiprocessing's spawn re-running the parent's main module: the settings or the installation, before any
+        # worker does its own step
+        re.compile(
+            r"/vllm/engine/arg_utils\.py::|/vllm/config(?:/\S+)?\.py::|/triton/backends/\w+/driver\.py::"
+            r"|/multiprocessing/spawn\.py::(?:prepare|_fixup_main_from_path)$"
+        ),
+        "environment",
+        "vllm/engine/arg_utils.py and vllm/config (settings validation); triton/backends/*/driver.py (launcher "
+        "build); multiprocessing/spawn.py prepare (a main module re-imported without a __main__ guard)",
+    ),
+    (
         re.compile(r"/vllm/compilation/cuda_graph\.py|/vllm/worker/model_runner\.py::capture"),
         "cudagraph_capture",
         "vllm/compilation/cuda_graph.py (CUDAGraphWrapper)",
