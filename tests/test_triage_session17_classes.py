@@ -9,7 +9,9 @@ happens when checking CUDA platform: NVML Shared Library Not Found" on a host of
 CUDA kernel's assert in CUDA's quoting ("Assertion `index < size` failed.") is a device-side assert even where the
 block/thread coordinates are garbled. The model registries' refusals: tpu-inference's "Model architectures [...] not
 registered in tpu-inference", vLLM 0.7-0.9's "has no vLLM implementation and the Transformers implementation is not
-compatible with vLLM". AutoWeightsLoader's "There is no module or parameter named 'x'" is the weights, also when the
+compatible with vLLM". PyTorch's caching allocator warning "memory allocation failed with OOM on device N" is an OOM;
+the NVIDIA driver's Xid 13/31/43 (a fault a kernel caused) and its "MMU Fault: ENGINE" line are a kernel fault.
+AutoWeightsLoader's "There is no module or parameter named 'x'" is the weights, also when the
 model class's name is wrapped onto the next line. And the generator now mines `assert cond, msg` (see
 test_triage_knowledge.py)."""
 
@@ -103,6 +105,19 @@ CASES = {
         "environment",
         False,
         "high",
+    ),
+    "caching_allocator_oom_warning_is_an_oom": Case(
+        "[rank0]:[W830 12:05:56.439888962 CUDACachingAllocator.cpp:3933] memory allocation failed with OOM on device 0 "
+        "while trying to allocate 272629760 bytes (free: 148373504, total: 85017624576)\n",
+        "weight_loading",  # a lone OOM line: the most likely phase, confidence low
+        True,
+        "low",
+    ),
+    "driver_xid_page_fault_is_a_kernel_fault": Case(
+        "NVRM: Xid (PCI:0000:01:00): 31, pid=<enginecore>, name=VLLM::EngineCor, channel 0x00000008, intr 00000000.\n"
+        "MMU Fault: ENGINE GRAPHICS GPC1 GPCCLIENT_T1_0 faulted @ 0xd_2892f000.\n",
+        "not_oom_other",
+        False,
     ),
     "no_module_or_parameter_with_the_class_on_the_next_line": Case(
         "    ValueError: There is no module or parameter named 'model' in\n"

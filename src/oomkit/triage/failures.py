@@ -153,6 +153,9 @@ FAILURES: tuple[Failure, ...] = (
             r"|Memory access fault by GPU node-\d+|Synapse detected a device critical error|aicore execution is abnormal"
             # ROCm's HIP runtime aborting a queue on a kernel's memory fault (rocdevice.cpp callback)
             r"|HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION"
+            # the NVIDIA driver's kernel log for a fault a kernel caused (Xid 13 graphics engine exception, 31 GPU
+            # memory page fault, 43 GPU stopped processing; NVIDIA's Xid catalogue), and its MMU fault line
+            r"|NVRM: Xid \([^)]*\): (?:13|31|43),|MMU Fault: ENGINE "
         ),
         "crash",
         "not_oom_other",

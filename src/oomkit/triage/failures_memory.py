@@ -136,6 +136,9 @@ MEMORY_FAILURES: tuple[Failure, ...] = (
             # (pytorch/pytorch#112377, #185240): "NVML_SUCCESS == r INTERNAL ASSERT FAILED at
             # ".../CUDACachingAllocator.cpp":1131". Not the nvmlInit_v2_() assert, which fails at start.
             r"|NVML_SUCCESS == r INTERNAL ASSERT FAILED"
+            # the caching allocator's warning when an allocation fails with OOM (c10/cuda/CUDACachingAllocator.cpp:
+            # "memory allocation failed with OOM on device 0 while trying to allocate N bytes (free: F, total: T)")
+            r"|memory allocation failed with OOM on device \d+"
             # vLLM's own allocator for sleep mode (csrc/cumem_allocator.cpp, CUDA_CHECK of cuMemCreate/cuMemMap):
             # "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62"
             r"|CUDA Error: out of memory at \S*cumem_allocator"
