@@ -10,7 +10,8 @@ CUDA kernel's assert in CUDA's quoting ("Assertion `index < size` failed.") is a
 block/thread coordinates are garbled. The model registries' refusals: tpu-inference's "Model architectures [...] not
 registered in tpu-inference", vLLM 0.7-0.9's "has no vLLM implementation and the Transformers implementation is not
 compatible with vLLM". PyTorch's caching allocator warning "memory allocation failed with OOM on device N" is an OOM;
-the NVIDIA driver's Xid 13/31/43 (a fault a kernel caused) and its "MMU Fault: ENGINE" line are a kernel fault.
+Ray's executor finding no GPU on the driver's node is the cluster's layout (environment),
+not the placement of workers. The NVIDIA driver's Xid 13/31/43 (a fault a kernel caused) and its "MMU Fault: ENGINE" line are a kernel fault.
 AutoWeightsLoader's "There is no module or parameter named 'x'" is the weights, also when the
 model class's name is wrapped onto the next line. And the generator now mines `assert cond, msg` (see
 test_triage_knowledge.py)."""
@@ -74,6 +75,20 @@ CASES = {
     "the_api_servers_own_port_in_use_stays_the_environment": Case(
         "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use\n",
         "environment",
+        False,
+        "high",
+    ),
+    "ray_driver_node_without_a_gpu_is_the_clusters_layout": Case(
+        "ValueError: Ray does not allocate any GPUs on the driver node. Consider adjusting the Ray placement group or "
+        "running the driver on a GPU node.\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "ray_autoscaler_with_no_node_for_the_bundle_stays_placement": Case(
+        "(autoscaler +13s) Error: No available node types can fulfill resource request {'GPU': 1.0}. Add suitable node "
+        "types to this cluster to resolve this issue.\n",
+        "network_communication",
         False,
         "high",
     ),

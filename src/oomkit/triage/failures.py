@@ -71,18 +71,19 @@ FAILURES: tuple[Failure, ...] = (
     Failure(
         "E-RAYPLACE",
         rx(
-            r"Ray does not allocate any GPUs on the driver node|No available node types can fulfill resource request"
+            r"No available node types can fulfill resource request"
             r"|Cannot provide a placement group (?:of|requiring)"
         ),
         "network",
         "network_communication",
         False,
         60,
-        "Ray cannot place the workers: no GPU bundle on the driver's node, or no node can hold a requested bundle",
-        "ValueError: Ray does not allocate any GPUs on the driver node. Consider adjusting the Ray placement group",
-        "vllm/executor/ray_gpu_executor.py and ray_distributed_executor.py (_init_workers_ray); Ray autoscaler "
-        "(infeasible resource request); vllm/executor/ray_utils.py (_wait_until_pg_ready, 0.6-0.10: the "
-        "placement-group wait gave up after PG_WAIT_TIMEOUT)",
+        "Ray cannot place the workers: no node can hold a requested bundle (a driver node without a GPU is the "
+        "environment, E-ENV)",
+        "(autoscaler +13s) Error: No available node types can fulfill resource request {'GPU': 1.0}. Add suitable "
+        "node types to this cluster to resolve this issue.",
+        "Ray autoscaler (infeasible resource request); vllm/executor/ray_utils.py (_wait_until_pg_ready, 0.6-0.10: "
+        "the placement-group wait gave up after PG_WAIT_TIMEOUT)",
     ),
     Failure(
         "E-RAYWORKER",

@@ -37,6 +37,10 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # vllm/executor/ray_utils.py, later vllm/v1/executor/ray_utils.py (initialize_ray_cluster, 0.6-0.19): the
             # Ray node the engine starts on has no device of its kind ("GPU", "TPU", ...)
             r"|Current node has no \w+ available\. |vLLM engine cannot start without \w+\. Make sure"
+            # and its check that the driver's own node is among the GPU nodes (ray_utils.py _verify_bundles, 0.6-0.10:
+            # "Ray does not allocate any GPUs on the driver node. Consider adjusting the Ray placement group or running
+            # the driver on a GPU node."): the cluster's layout, like the node with no GPU above
+            r"|Ray does not allocate any GPUs on the driver node"
             # vllm/utils/deep_gemm.py's stand-in for a missing or too old deep_gemm package
             r"|backend is not available or outdated\. Please install"
             # ptxas (CUDA's assembler, run by Triton and JIT builds) that predates the GPU's architecture, or refuses
