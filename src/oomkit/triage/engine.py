@@ -8,14 +8,7 @@ from dataclasses import replace
 
 from oomkit.logs import Record
 from oomkit.triage.facts import FactCollector
-from oomkit.triage.failures import (
-    BENIGN_SOURCES,
-    FAILURE_GATE,
-    FAILURES,
-    FALLBACK_LINES,
-    REQUEST_SOURCES,
-    SELF_KILL,
-)
+from oomkit.triage.failures import FAILURE_GATE, FAILURES
 from oomkit.triage.failures_added import CUT_TRACEBACK, ITERATION_CANCEL
 from oomkit.triage.frames import (
     DECODE_FRAME,
@@ -43,6 +36,7 @@ from oomkit.triage.frames import (
 from oomkit.triage.knowledge_rules import template_failure
 from oomkit.triage.markers import MARKER_GATE, MARKERS, READY_TIMEOUT_S, RESTART_MARKERS, SHUTDOWN, SLOW_STEP
 from oomkit.triage.model import Evidence, TimelineEntry
+from oomkit.triage.not_failures import BENIGN_SOURCES, FALLBACK_LINES, REQUEST_SOURCES, SELF_KILL
 from oomkit.triage.prefilter import LIVE_KEY
 from oomkit.triage.rules import TIMELINE, Failure
 from oomkit.triage.stack import stack_phase
