@@ -19,7 +19,7 @@ test_triage_knowledge.py)."""
 from pathlib import Path
 
 import pytest
-from _triage_synth import Case, checked_verdict
+from _triage_synth import Case, checked_verdict, frames
 
 CORE = "(EngineCore_DP0 pid=1122) ERROR 09-19 19:20:03 [core.py:1378] "
 
@@ -149,11 +149,8 @@ def test_session17_class(name: str, tmp_path: Path) -> None:
 
 
 def _cut(*calls: tuple[str, str]) -> str:
-    """A traceback the excerpt cut before its exception line."""
-    lines = ["Traceback (most recent call last):"]
-    for number, (path, func) in enumerate(calls, start=100):
-        lines += [f'  File "/usr/local/lib/python3.12/dist-packages/{path}", line {number}, in {func}', "    call()"]
-    return "\n".join(lines) + "\n"
+    """A traceback the excerpt cut before its exception line (the shared `frames` builder, no log header)."""
+    return frames("", *((path, func, "call()") for path, func in calls))
 
 
 FRAME_CASES = {
