@@ -103,3 +103,40 @@ def test_raw_line_kept_and_nul_dropped():
 def test_parse_line_never_raises(text):
     r = parse_line(text, "x", 1)
     assert isinstance(r.msg, str) and r.repeat >= 1
+
+
+def test_header_after_a_launchers_stamp():
+    # TorchServe, Unsloth's subprocess, KServe and pasted tables put their own text before vLLM's header.
+    for stamp in (
+        "[INFO ] W-9000-model_1.0-stdout MODEL_LOG - ",
+        "vLLM STDOUT: ",
+        "kserve-container ",
+        "| ",
+        "[",
+        "[/bin/sh]: ",
+        "(Worker pid=1802) [Stage-0] ",
+    ):
+        r = parse_line(stamp + "INFO 08-16 11:53:40 metrics.py:418] Avg prompt throughput: 1.0 tokens/s")
+        assert (r.level, r.time, r.src, r.msg) == (
+            "INFO",
+            "08-16 11:53:40",
+            "metrics.py:418",
+            "Avg prompt throughput: 1.0 tokens/s",
+        ), stamp
+
+
+def test_flattened_records_and_progress_bars_keep_the_line():
+    # A tqdm bar drawn without a newline, traceback text, or several records on one line: each is a record of its
+    # own, so the line is not cut at the header (the bar's progress and the later record stay readable).
+    for line in (
+        "Capturing CUDA graphs (decode, FULL):  80%|######   | 41/51 [00:04<00:01,  9.04it/s]DEBUG 02-24 02:39:01 "
+        "[cuda_graph.py:1] x",
+        'vllm/executor/x.py", line 166, in execute_model_async ERROR 06-19 11:25:01 async_llm_engine.py:52] boom',
+        "[Bug]: INFO 06-19 11:23:59 metrics.py:341] Avg prompt throughput: 1 tokens/s ERROR 06-19 11:25:01 "
+        "async_llm_engine.py:52] Engine iteration timed out",
+    ):
+        assert parse_line(line).level is None, line
+
+
+def test_level_word_inside_a_word_is_no_header():
+    assert parse_line("NOINFO 08-16 11:53:40 metrics.py:418] x").level is None

@@ -61,6 +61,16 @@ GLOG = re.compile(
 )
 GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
 UVICORN = re.compile(r"^(?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+(?P<msg>.*)$")
+# vLLM's header after text no wrapper pattern names: a launcher's own stamp ("[INFO ] W-9000-model_1.0-stdout
+# MODEL_LOG - ", "vLLM STDOUT: ", "kserve-container "), a table cell's "| ", a bracket a paste left ("[INFO 08-16"), a
+# progress bar the line was written after (tqdm draws without a newline), or several records flattened onto one line.
+# The level, a month-day date, a time and "file.py:N]" together are vLLM's format whatever comes first.
+EMBEDDED_HEADER = re.compile(
+    r"(?<![\w-])(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(?P<ts>\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d+)?"
+    r"\s+\[?(?P<file>[^\s\]]+?):(?P<lineno>\d+)\]\s?(?P<msg>.*)$"
+)
+# The process prefix right before such a header ("...it/s](EngineCore_DP0 pid=4) ERROR ...").
+EMBEDDED_PREFIX = re.compile(r"\((?P<proc>[^\s()][^()]{0,80}?) pid=(?P<pid>\d{1,10})\b[^()]*\)\W*$")
 MAX_LINE_CHARS = 65536
 
 
@@ -169,10 +179,13 @@ def parse_line(raw: str, file: str = "-", line: int = 0) -> Record:
         )
     elif m := PY_DASHED.match(body) or PY_BASIC.match(body):
         level, msg, src = m.group("level"), m.group("msg"), m.group("name")
-    else:
-        m = UVICORN.match(body)
-        if m:
-            level, msg = m.group("level"), m.group("msg")
+    elif m := UVICORN.match(body):
+        level, msg = m.group("level"), m.group("msg")
+    elif (m := _embedded(body)) is not None:
+        level, msg, time = m.group("level"), m.group("msg"), m.group("ts")
+        src = f"{m.group('file')}:{m.group('lineno')}"
+        if proc is None and (p := EMBEDDED_PREFIX.search(body, 0, m.start())):
+            proc, pid = p.group("proc"), int(p.group("pid"))
     return Record(
         file=file,
         line=line,
@@ -186,6 +199,26 @@ def parse_line(raw: str, file: str = "-", line: int = 0) -> Record:
         repeat=repeat,
         src=src,
     )
+
+
+def _embedded(body: str) -> re.Match[str] | None:
+    """vLLM's header after a wrapper's text, when the line holds exactly one record."""
+    # A cheap test first: a level word followed by a space somewhere in the line.
+    if not ("INFO " in body or "ERROR " in body or "WARNING " in body or "DEBUG " in body or "CRITICAL " in body):
+        return None
+    m = EMBEDDED_HEADER.search(body)
+    if m is None or not _wrapper_before(body[: m.start()]) or EMBEDDED_HEADER.search(m.group("msg")):
+        return None  # several records flattened onto one line are read as the line, as before
+    return m
+
+
+def _wrapper_before(prefix: str) -> bool:
+    """Text before an embedded header that is only a stamp or a delimiter. A progress bar or a traceback's text is a
+    record of its own, flattened onto the line, and keeps the line as it is."""
+    prefix = prefix.rstrip()
+    if len(prefix) > 60 or "%|" in prefix or "it/s" in prefix or '"' in prefix:
+        return False
+    return not prefix or prefix[-1] in "|:-[]>*,)" or prefix.isalnum() or prefix.endswith("container")
 
 
 def _norm_level(level: str) -> str:
