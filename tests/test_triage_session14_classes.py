@@ -271,7 +271,7 @@ CASES = {
         "TypeError: __init__() got an unexpected keyword argument 'limit_mm_per_prompt'\n",
         "environment",
         False,
-        "low",
+        "medium",  # session 18: named by E-SIGNATURE (a call that does not fit the installed signature), not by wording
     ),
     "nccl_probing_for_its_network_plugin_is_not_a_failure": Case(
         "wTR24:410601:410601 [1] NCCL INFO NET/Plugin: Plugin load returned 2 : libnccl-net.so: cannot open shared "

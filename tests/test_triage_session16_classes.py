@@ -165,7 +165,8 @@ CASES = {
         LOAD_FRAMES + "Fatal Python error: Bus error\n", "weight_loading", False, "medium"
     ),
     "segfault_stays_a_crash": Case("Fatal Python error: Segmentation fault\n", "not_oom_other", False, "high"),
-    "triton_python_stub_signature_mismatch_is_the_environment": Case(TRITON_STUB, "environment", False, "low"),
+    # session 18: E-SIGNATURE names the TypeError the stub carries (medium; it was placed by its wording, low)
+    "triton_python_stub_signature_mismatch_is_the_environment": Case(TRITON_STUB, "environment", False, "medium"),
 }
 
 

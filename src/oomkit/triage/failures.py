@@ -330,6 +330,8 @@ FAILURES: tuple[Failure, ...] = (
             r"|Exception in worker \S+ while processing method"
             # V0's AsyncLLMEngine: asyncio reports the background loop's exception through its done-callback
             r"|Exception in callback functools\.partial\(<function _raise_exception_on_finish"
+            # V0's API server when a request finds the engine dead (entrypoints/launcher.py, 0.5-0.10, logger.fatal)
+            r"|(?:AsyncLLMEngine|MQLLMEngine) (?:has failed|is already dead), terminating server process"
         ),
         "wrapper",
         None,

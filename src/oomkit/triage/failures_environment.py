@@ -73,6 +73,9 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # the host's file system refusing a write vLLM, Triton or Inductor makes at start-up (cache and config
             # directories under a non-root UID or a read-only root: OpenShift's restricted SCC, read-only containers)
             r"|PermissionError: \[Errno 13\] Permission denied|\[Errno 30\] Read-only file system"
+            # PyTorch's dispatcher finding no kernel of an op for the tensor's backend: the extension that registers
+            # it was built for another platform (a ROCm or CPU build of vLLM's _C on CUDA) or not built at all
+            r"|Could not run '[\w:.]+' with arguments from the '\w+' backend"
         ),
         "environment",
         "environment",
@@ -97,7 +100,29 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
         "scaled_mm_entry.cu ('No compiled cutlass_scaled_mm'); rocBLAS's Tensile loader; transformers' "
         "integrations/heterogeneity ('AmbiguousGlobalPerLayerAttributeError'); CPython's pickle ('Can't pickle "
         "local object', a transformers_modules class); ptxas and Triton's PTXASError; flashinfer/jit/core.py; c10/cuda/CUDACachingAllocator.cpp (expandable segments with a memory pool); CPython's OSError for EACCES "
-        "and EROFS",
+        "and EROFS; PyTorch's dispatcher (aten/src/ATen/core/dispatch: 'Could not run ... with arguments from the ... "
+        "backend')",
+    ),
+    Failure(
+        "E-SIGNATURE",
+        # CPython's TypeError when a call does not fit the callee's signature: one package calling another of a
+        # release whose signature changed (a wrapper and the vLLM it drives, vLLM and a kernel library, a plugin
+        # and vLLM). Inside one package it is a bug instead, which the message cannot tell: medium confidence.
+        rx(
+            r"\w\(\) got an unexpected keyword argument '|got some positional-only arguments passed as keyword"
+            r"|\w\(\) missing \d+ required (?:positional|keyword-only) arguments?:"
+            r"|\w\(\) takes (?:from )?\d+ (?:to \d+ )?positional arguments? but \d+ (?:were|was) given"
+        ),
+        "environment",
+        "environment",
+        False,
+        69,
+        "a call does not fit the signature of the installed release of what it calls: packages of releases that do "
+        "not go together (a wrapper and vLLM, vLLM and a kernel library or plugin)",
+        "TypeError: OpenAIServingChat.__init__() got an unexpected keyword argument 'enable_reasoning'",
+        "CPython's call-signature TypeErrors (Python/ceval.c, Python/getargs.c: 'got an unexpected keyword argument', "
+        "'missing N required positional argument', 'takes N positional arguments but M were given', 'got some "
+        "positional-only arguments passed as keyword arguments')",
     ),
     Failure(
         "E-MODELCFG",

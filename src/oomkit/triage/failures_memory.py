@@ -142,6 +142,10 @@ MEMORY_FAILURES: tuple[Failure, ...] = (
             # vLLM's own allocator for sleep mode (csrc/cumem_allocator.cpp, CUDA_CHECK of cuMemCreate/cuMemMap):
             # "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62"
             r"|CUDA Error: out of memory at \S*cumem_allocator"
+            # the NVIDIA kernel driver's own status for a failed allocation (NVRM in the kernel log; NV_ERR_NO_MEMORY in
+            # open-gpu-kernel-modules' nvstatuscodes), which unified-memory systems (GH200, GB10) print when the
+            # memory the GPU and the host share is exhausted
+            r"|\[NV_ERR_NO_MEMORY\]"
         ),
         "oom",
         _OOM_CTX,
@@ -153,7 +157,8 @@ MEMORY_FAILURES: tuple[Failure, ...] = (
         "(tensorflow/compiler/xla: 'Attempting to allocate/reserve ... That was not possible'; TPU compile-time "
         "'CompileTimeScopedVmemOom'); tt-metal tt_metal/impl/allocator/bank_manager.cpp ('Out of Memory: Not enough "
         "space to allocate'); PyTorch's allocator's NVML assert on its OOM path (pytorch/pytorch#112377, #185240; "
-        "fal-ai/fal#478)",
+        "fal-ai/fal#478); the NVIDIA driver's NV_ERR_NO_MEMORY (open-gpu-kernel-modules src/common/sdk/nvidia/inc/"
+        "nvstatuscodes.h)",
     ),
     Failure(
         "E-CPUALLOC",

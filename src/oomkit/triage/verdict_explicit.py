@@ -71,4 +71,10 @@ def explicit(hit: Hit) -> tuple[str | None, str, str]:
     if rule.id == "E-COMPILE" and not hit.after_ready:
         placed = hit.context_source in ("frames", "markers") and hit.context_phase not in (None, "serving", "ready")
         return "cudagraph_capture", "medium" if placed else "low", COMPILE_WHY
+    if rule.id == "E-SIGNATURE":
+        return (
+            rule.phase,
+            "medium",
+            "explicit E-SIGNATURE line: a call that does not fit the installed release's signature",
+        )
     return rule.phase, "high", f"explicit {rule.id} line"

@@ -1,0 +1,104 @@
+"""Classes of session 18 (issue 13). PyTorch's dispatcher finding no kernel of an op for the tensor's backend ("Could
+not run '_C::rms_norm' with arguments from the 'CUDA' backend") is an extension built for another platform: the
+environment. CPython's call-signature TypeErrors ("got an unexpected keyword argument", "missing 1 required positional
+argument", "takes 2 positional arguments but 3 were given") are packages of releases that do not go together: the
+environment, with medium confidence (inside one package the same message is a bug). The NVIDIA driver's
+NV_ERR_NO_MEMORY (unified-memory GH200/GB10 systems) is an out-of-memory line. A traceback whose innermost frame is
+torch.cuda's lazy initialisation is CUDA failing to start (the environment), whatever step first touched the device."""
+
+from pathlib import Path
+
+import pytest
+from _triage_synth import Case, checked_verdict, frames
+
+CORE = "(EngineCore_DP0 pid=1122) ERROR 09-19 19:20:03 [core.py:1378] "
+
+CASES = {
+    "an_op_with_no_kernel_for_the_backend_is_the_build": Case(
+        f"{CORE}NotImplementedError: Could not run '_C::rms_norm' with arguments from the 'CUDA' backend. This could be "
+        "because the operator doesn't exist for this backend\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "an_unexpected_keyword_argument_is_a_release_mismatch": Case(
+        "  TypeError: OpenAIServingChat.__init__() got an unexpected keyword argument 'enable_reasoning'\n",
+        "environment",
+        False,
+        "medium",
+    ),
+    "a_missing_positional_argument_is_a_release_mismatch": Case(
+        f"{CORE}TypeError: FusedMoE.select_experts() missing 1 required positional argument: 'indices_type'\n",
+        "environment",
+        False,
+        "medium",
+    ),
+    "too_many_positional_arguments_is_a_release_mismatch": Case(
+        "TypeError: apply_top_k_top_p() takes 3 positional arguments but 4 were given\n",
+        "environment",
+        False,
+        "medium",
+    ),
+    "a_typeerror_about_types_stays_a_crash": Case(
+        f"{CORE}TypeError: 'NoneType' object is not iterable\n",
+        "not_oom_other",
+        False,
+    ),
+    "the_drivers_no_memory_status_is_an_oom": Case(
+        "(Worker_TP0 pid=7) INFO 03-05 18:03:00 [gpu_model_runner.py:5332] Loading drafter model...\n"
+        "kernel: NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) returned from "
+        "_memdescAllocInternal(pMemDesc) @ mem_desc.c:1359\n",
+        "weight_loading",
+        True,
+    ),
+    "a_lone_driver_no_memory_line_is_an_oom_with_a_guessed_phase": Case(
+        "NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051)\n",
+        "weight_loading",
+        True,
+        "low",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_session18_class(name: str, tmp_path: Path) -> None:
+    checked_verdict(name, CASES[name], tmp_path)
+
+
+LOADER = (
+    ("vllm/v1/worker/gpu_model_runner.py", "load_model", "self.model = model_loader.load_model("),
+    ("vllm/model_executor/model_loader/base_loader.py", "load_model", "model = initialize_model("),
+    ("vllm/model_executor/models/deepseek_v2.py", "__init__", "self.rotary_emb = get_rope("),
+    ("vllm/model_executor/layers/rotary_embedding.py", "_compute_inv_freq", "pos_freqs = self.base ** (torch.arange("),
+)
+
+FRAME_CASES = {
+    "cuda_failing_to_start_under_the_loader_is_the_environment": Case(
+        frames("", *LOADER, ("torch/cuda/__init__.py", "_lazy_init", 'raise AssertionError("')) + "[...]\n",
+        "environment",
+        False,
+    ),
+    "the_loaders_own_frames_stay_weight_loading": Case(
+        frames("", *LOADER) + "[...]\n",
+        "weight_loading",
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FRAME_CASES))
+def test_session18_frame_class(name: str, tmp_path: Path) -> None:
+    checked_verdict(name, FRAME_CASES[name], tmp_path)
+
+
+def test_v0s_api_server_finding_the_engine_dead_is_the_engine_dying(tmp_path: Path) -> None:
+    # entrypoints/launcher.py (0.5-0.10) logs it when a request finds the engine dead: a wrapper of the engine's death,
+    # whose cause is elsewhere (here nowhere, so the phase stays unknown and says what to collect)
+    from _triage_synth import verdict_of
+
+    for line in (
+        "CRITICAL 08-30 19:24:28 launcher.py:82] AsyncLLMEngine has failed, terminating server process",
+        "CRITICAL 11-21 02:13:05 launcher.py:99] MQLLMEngine is already dead, terminating server process",
+    ):
+        verdict = verdict_of("launcher", Case(line + "\n", "unknown", False), tmp_path)
+        assert (verdict.phase, verdict.cause) == ("unknown", "E-WRAP"), line
