@@ -140,3 +140,13 @@ def test_flattened_records_and_progress_bars_keep_the_line():
 
 def test_level_word_inside_a_word_is_no_header():
     assert parse_line("NOINFO 08-16 11:53:40 metrics.py:418] x").level is None
+
+
+def test_header_whose_level_the_paste_cut_off():
+    r = parse_line("11-21 00:12:08 llm_engine.py:624] Avg prompt throughput: 0.0 tokens/s, Running: 20 reqs")
+    assert (r.level, r.time, r.src, r.msg) == (
+        None,
+        "11-21 00:12:08",
+        "llm_engine.py:624",
+        "Avg prompt throughput: 0.0 tokens/s, Running: 20 reqs",
+    )

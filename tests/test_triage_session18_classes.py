@@ -4,7 +4,10 @@ environment. CPython's call-signature TypeErrors ("got an unexpected keyword arg
 argument", "takes 2 positional arguments but 3 were given") are packages of releases that do not go together: the
 environment, with medium confidence (inside one package the same message is a bug). The NVIDIA driver's
 NV_ERR_NO_MEMORY (unified-memory GH200/GB10 systems) is an out-of-memory line. A traceback whose innermost frame is
-torch.cuda's lazy initialisation is CUDA failing to start (the environment), whatever step first touched the device."""
+torch.cuda's lazy initialisation is CUDA failing to start (the environment), whatever step first touched the device.
+Checkpoint keys of quantization state (bitsandbytes' absmax / quant_map, ModelOpt's *_quantizer.*) with no parameter
+are the weights; Ascend CANN's Memory_Allocation_Failure(EL0004) is an OOM; PyTorch's "Cannot copy between CPU and CUDA
+tensors during CUDA graph capture" fails the capture."""
 
 from pathlib import Path
 
@@ -57,6 +60,30 @@ CASES = {
         True,
         "low",
     ),
+    "a_bitsandbytes_quant_state_key_is_the_weights": Case(
+        "ERROR 12-04 11:26:27 engine.py:366] KeyError: 'layers.10.mlp.down_proj.weight.absmax'\n",
+        "weight_loading",
+        False,
+        "high",
+    ),
+    "a_modelopt_quantizer_key_is_the_weights": Case(
+        "KeyError: 'layers.28.mlp.experts.w2_weight_quantizer._double_scale'\n",
+        "weight_loading",
+        False,
+        "high",
+    ),
+    "a_layer_name_without_a_parameter_is_not_the_weights": Case(
+        f"{CORE}KeyError: 'language_model.model.layers.0.self_attn'\n",
+        "not_oom_other",
+        False,
+    ),
+    "ascends_failed_device_allocation_is_an_oom": Case(
+        "ERROR 04-09 21:56:46 [diffusion_engine.py:82] [PID: 210907] 2026-04-09-21:56:40.384.694 "
+        "Memory_Allocation_Failure(EL0004): Failed to allocate memory requested by GE module.\n",
+        "weight_loading",  # a lone OOM line: the most likely phase, confidence low
+        True,
+        "low",
+    ),
 }
 
 
@@ -72,7 +99,20 @@ LOADER = (
     ("vllm/model_executor/layers/rotary_embedding.py", "_compute_inv_freq", "pos_freqs = self.base ** (torch.arange("),
 )
 
+CAPTURE_COPY = "RuntimeError: Cannot copy between CPU and CUDA tensors during CUDA graph capture unless the CPU tensor is pinned.\n"
+
 FRAME_CASES = {
+    "a_host_copy_during_capture_fails_the_capture": Case(
+        frames(
+            "",
+            ("vllm/v1/worker/gpu_model_runner.py", "capture_model", "self._capture_cudagraphs("),
+            ("vllm/v1/attention/backends/turboquant.py", "build", "query_start_loc.tolist()"),
+        )
+        + CAPTURE_COPY,
+        "cudagraph_capture",
+        False,
+        "high",
+    ),
     "cuda_failing_to_start_under_the_loader_is_the_environment": Case(
         frames("", *LOADER, ("torch/cuda/__init__.py", "_lazy_init", 'raise AssertionError("')) + "[...]\n",
         "environment",
@@ -102,3 +142,22 @@ def test_v0s_api_server_finding_the_engine_dead_is_the_engine_dying(tmp_path: Pa
     ):
         verdict = verdict_of("launcher", Case(line + "\n", "unknown", False), tmp_path)
         assert (verdict.phase, verdict.cause) == ("unknown", "E-WRAP"), line
+
+
+def test_an_answered_inference_request_is_the_server_serving(tmp_path: Path) -> None:
+    # uvicorn's access log: vLLM's API server answers only once the engine is built, and a 2xx POST is the engine's
+    # output; a status poll or a failed request does not show the engine making progress
+    from _triage_synth import verdict_of
+
+    served = 'INFO:     10.0.0.5:41234 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
+    assert verdict_of("served", Case(served, "healthy", False), tmp_path).phase == "healthy"
+    for line in (
+        'INFO:     127.0.0.1:38440 - "GET /health HTTP/1.1" 200 OK\n',
+        'INFO:     10.0.0.5:41234 - "POST /v1/chat/completions HTTP/1.1" 400 Bad Request\n',
+    ):
+        assert verdict_of("polled", Case(line, "unknown", False), tmp_path).phase == "unknown", line
+    died = (
+        f"{CORE}EngineCore encountered a fatal error.\n"
+        'INFO:     10.0.0.5:41234 - "POST /v1/completions HTTP/1.1" 200 OK\n'
+    )
+    assert verdict_of("died", Case(died, "not_oom_other", False), tmp_path).phase == "not_oom_other"

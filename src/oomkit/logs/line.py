@@ -39,6 +39,11 @@ HEADER = re.compile(
 HEADER_NO_TS = re.compile(
     r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\[(?P<file>[^\s\]:]+)(?::(?P<lineno>\d+))?\]\s+(?P<msg>.*)$"
 )
+# ... or with the level cut off the start of the line: "11-21 00:12:08 llm_engine.py:624] msg" (a paste that lost its
+# first characters): the date, time and "file.py:N]" are vLLM's header all the same.
+HEADER_NO_LEVEL = re.compile(
+    r"^(?P<ts>\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d+)?\s+\[?(?P<file>[^\s\]]+?\.py):(?P<lineno>\d+)\]\s?(?P<msg>.*)$"
+)
 # ... or with the level cut too: "[file.py:12] msg" (the source's name and line, as vLLM's format prints them).
 HEADER_SRC_ONLY = re.compile(r"^\[(?P<file>[\w./-]+\.py):(?P<lineno>\d+)\]\s+(?P<msg>.*)$")
 # Python logging's own formats, where an application configures logging for vLLM's loggers
@@ -169,6 +174,8 @@ def parse_line(raw: str, file: str = "-", line: int = 0) -> Record:
         level, msg = _norm_level(m.group("level")), m.group("msg")
         time = m.groupdict().get("ts")
         src = f"{m.group('file')}:{m.group('lineno') or ''}"
+    elif m := HEADER_NO_LEVEL.match(body):
+        msg, time, src = m.group("msg"), m.group("ts"), f"{m.group('file')}:{m.group('lineno')}"
     elif m := HEADER_SRC_ONLY.match(body):
         msg, src = m.group("msg"), f"{m.group('file')}:{m.group('lineno')}"
     elif m := GLOG.match(body):

@@ -127,6 +127,8 @@ FAILURES: tuple[Failure, ...] = (
             r"|dependency created on uncaptured work in another stream|capturing stream has unjoined work"
             r"|would make the legacy stream depend on a capturing blocking stream|would result in a merge of separate capture sequences"
             r"|capture was not ended in the same stream as it began|not permitted on an event last recorded in a capturing stream"
+            # PyTorch's copy kernel refusing a synchronising host copy inside a capture (aten/src/ATen/native/cuda/Copy.cu)
+            r"|Cannot copy between CPU and CUDA tensors during CUDA graph capture"
         ),
         "crash",
         "cudagraph_capture",
@@ -135,7 +137,7 @@ FAILURES: tuple[Failure, ...] = (
         "CUDA-graph capture failed (not a memory error)",
         "RuntimeError: CUDA error: operation not permitted when stream is capturing",
         f"{V} §3 E-CAPTURE; the CUDA runtime's cudaGetErrorString() texts of cudaErrorStreamCapture* and "
-        "cudaErrorCapturedEvent",
+        "cudaErrorCapturedEvent; aten/src/ATen/native/cuda/Copy.cu (a host copy during capture)",
         excludes=("E-NCCL",),
     ),  # NCCL quotes a capture error it met ("NCCL WARN Cuda failure '<text>'"): the capture failed, not the network
     Failure(
@@ -224,7 +226,10 @@ FAILURES: tuple[Failure, ...] = (
         rx(
             r"Cannot find any model weights|SafetensorError|Error while deserializing header|No such file or directory: '[^']*\.safetensors'|ValueError: No supported weights? (?:files? )?found"
             # a checkpoint tensor the model has no parameter for: load_weights' `params_dict[name]`
-            r"|^KeyError: '(?:\w+\.)+(?:\w*weight\w*|bias|qweight|qzeros|scales|g_idx|\w+_scale(?:_inv)?)'"
+            # (also the quantization state checkpoints carry beside a weight: bitsandbytes' absmax / quant_map /
+            # nested_* / quant_state.*, ModelOpt's *_quantizer.* and amax)
+            r"|^KeyError: '(?:\w+\.)+(?:\w*weight\w*|bias|qweight|qzeros|scales|g_idx|\w+_scale(?:_inv)?"
+            r"|absmax|quant_map|nested_\w+|quant_state\.\w+|\w*_quantizer\.\w+|\w*amax)'"
             # the same, through AutoWeightsLoader (models/utils.py _load_module, every release 0.6.6-0.34)
             r"|There is no module or parameter named '[^']+'"
             # a checkpoint tensor of another shape than the parameter it is sharded into: the weight loaders'

@@ -146,6 +146,9 @@ MEMORY_FAILURES: tuple[Failure, ...] = (
             # open-gpu-kernel-modules' nvstatuscodes), which unified-memory systems (GH200, GB10) print when the
             # memory the GPU and the host share is exhausted
             r"|\[NV_ERR_NO_MEMORY\]"
+            # Ascend CANN's error code for a failed device allocation (rtMalloc), which torch_npu prints above its
+            # own "ERR00100 PTA call acl api failed" ("Memory_Allocation_Failure(EL0004): Failed to allocate memory")
+            r"|Memory_Allocation_Failure\(EL0004\)"
         ),
         "oom",
         _OOM_CTX,
@@ -158,7 +161,7 @@ MEMORY_FAILURES: tuple[Failure, ...] = (
         "'CompileTimeScopedVmemOom'); tt-metal tt_metal/impl/allocator/bank_manager.cpp ('Out of Memory: Not enough "
         "space to allocate'); PyTorch's allocator's NVML assert on its OOM path (pytorch/pytorch#112377, #185240; "
         "fal-ai/fal#478); the NVIDIA driver's NV_ERR_NO_MEMORY (open-gpu-kernel-modules src/common/sdk/nvidia/inc/"
-        "nvstatuscodes.h)",
+        "nvstatuscodes.h); Ascend CANN's EL0004 Memory_Allocation_Failure",
     ),
     Failure(
         "E-CPUALLOC",

@@ -215,12 +215,17 @@ MARKERS: tuple[Marker, ...] = (
             r"^(?:(?:Engine \d{3}|\d+ Engines Aggregated): Avg prompt throughput|Avg prompt throughput: [\d.]+ tokens/s|Added request|Received request"
             # speculative decoding's periodic metrics, printed only while requests run: V1 vllm/v1/spec_decode/metrics.py
             # ("SpecDecoding metrics: "), V0 vllm/engine/metrics.py ("Speculative metrics: ")
-            r"|SpecDecoding metrics: |Speculative metrics: )"
+            r"|SpecDecoding metrics: |Speculative metrics: "
+            # uvicorn's access log of an inference request answered with success: the API server answers only once
+            # the engine is built (serve_http runs after the engine client is up), and a 2xx is the engine's output
+            # (a status poll or a health check is not progress, and a failed request is a request error)
+            r'|\S+ - "POST /v1/\S+ HTTP/[\d.]+" 2\d\d\b)'
         ),
         "serving",
         "serving",
         "Engine 000: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%",
-        f"{V} §2.3 R-STATS-HEAD; vllm/v1/spec_decode/metrics.py SpecDecodingLogging.log; V0 vllm/engine/metrics.py",
+        f"{V} §2.3 R-STATS-HEAD; vllm/v1/spec_decode/metrics.py SpecDecodingLogging.log; V0 vllm/engine/metrics.py; "
+        "uvicorn's access log (vllm/entrypoints/launcher.py serve_http, after the engine client is built)",
     ),
 )
 
