@@ -7,7 +7,9 @@ NV_ERR_NO_MEMORY (unified-memory GH200/GB10 systems) is an out-of-memory line. A
 torch.cuda's lazy initialisation is CUDA failing to start (the environment), whatever step first touched the device.
 Checkpoint keys of quantization state (bitsandbytes' absmax / quant_map, ModelOpt's *_quantizer.*) with no parameter
 are the weights; Ascend CANN's Memory_Allocation_Failure(EL0004) is an OOM; PyTorch's "Cannot copy between CPU and CUDA
-tensors during CUDA graph capture" fails the capture."""
+tensors during CUDA graph capture" fails the capture. c10d's socket wait expiring ("[c10d] waitForInput: socket ... timed out
+after 1800000ms") and HCCL's Get_Socket_Timeout(EI0006) are the rendezvous (network); pydantic's "Value error, ..." line
+of a config validator, cut before its bracket, is the settings refused."""
 
 from pathlib import Path
 
@@ -83,6 +85,23 @@ CASES = {
         "weight_loading",  # a lone OOM line: the most likely phase, confidence low
         True,
         "low",
+    ),
+    "c10ds_socket_wait_expiring_is_the_rendezvous": Case(
+        "[rank6]:[W806 22:23:09.971726955 socket.cpp:487] [c10d] waitForInput: socket SocketImpl(fd=109, "
+        "addr=[::ffff:10.0.0.2]:38930, remote=[::ffff:10.0.0.1]:47904) timed out after 1800000ms\n",
+        "network_communication",
+        False,
+    ),
+    "hccls_socket_timeout_is_the_rendezvous": Case(
+        "[PID: 749] 2025-12-29-03:16:15.787.356 Get_Socket_Timeout(EI0006): Getting socket times out. Reason: 1. The "
+        "remote does not initiate a connect request.\n",
+        "network_communication",
+        False,
+    ),
+    "a_config_validators_value_error_cut_before_its_bracket": Case(
+        "Value error, Unknown quantization method: . Must be one of ['aqlm', 'awq', 'fp8', 'gptq']\n",
+        "environment",
+        False,
     ),
 }
 

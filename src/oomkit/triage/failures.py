@@ -256,6 +256,9 @@ FAILURES: tuple[Failure, ...] = (
             # and its line for one refused field, quoted without the header: vLLM's configs are pydantic dataclasses,
             # whose input is the constructor's ArgsKwargs (a request model's input is a dict)
             r"|\[type=\w+, input_value=ArgsKwargs\("
+            # or that line cut before its bracket: pydantic's "Value error, <the validator's message>" of a config
+            # field (ModelConfig's quantization, max_model_len, ... checks raise ValueError inside the validator)
+            r"|^\s*Value error, (?!.*\[type=\w+, input_value=\{)"
         ),
         "config",
         # the corpus's phase vocabulary (corpus/README.md): arguments and settings refused before any engine

@@ -17,6 +17,11 @@ NETWORK_FAILURES: tuple[Failure, ...] = (
             r"NCCL error|NCCL Error \d+:|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclRemoteError|ncclInvalidUsage|NCCL WARN|DistBackendError|DistNetworkError|Watchdog caught collective operation timeout|Gloo connectFullMesh failed|mlx5dv_reg_dmabuf_mr|ibv_(?:reg_mr|create_qp|modify_qp)|The client socket has (?:failed to connect|timed out)|TCPStore.*(?:timed out|refused)|DistStoreError|Timed out waiting \d+ms for (?:send|recv) operation|Connection closed by peer \[\d|waiting for clients\. \d+/\d+ clients joined"
             # c10d's TCPStore client losing its server (torch/csrc/distributed/c10d/Utils.hpp recvBytes)
             r"|Failed to recv, got 0 bytes|recvValue failed on SocketImpl"
+            # and its socket wait expiring (torch/csrc/distributed/c10d/socket.cpp waitForInput: "socket ... timed out
+            # after 1800000ms", "poll for socket ... returned 0, likely a timeout"); HCCL's socket wait (Ascend CANN
+            # EI0006 "Get_Socket_Timeout": the remote rank never connected)
+            r"|\[c10d\] waitForInput: (?:socket .{0,200}timed out after \d+ ?ms|poll for socket .{0,200}likely a timeout)"
+            r"|Get_Socket_Timeout\(EI0006\)"
             # rdma-core's mlx5 provider on a work completion with an error status (an InfiniBand/RoCE transfer failed)
             r"|mlx5: [\w.-]+: got completion with error"
             # vLLM's custom/quick all-reduce kernels (csrc/custom_all_reduce.cuh, quickreduce): CUDACHECK prints
