@@ -9,7 +9,8 @@ Checkpoint keys of quantization state (bitsandbytes' absmax / quant_map, ModelOp
 are the weights; Ascend CANN's Memory_Allocation_Failure(EL0004) is an OOM; PyTorch's "Cannot copy between CPU and CUDA
 tensors during CUDA graph capture" fails the capture. c10d's socket wait expiring ("[c10d] waitForInput: socket ... timed out
 after 1800000ms") and HCCL's Get_Socket_Timeout(EI0006) are the rendezvous (network); pydantic's "Value error, ..." line
-of a config validator, cut before its bracket, is the settings refused."""
+of a config validator, cut before its bracket, is the settings refused. vLLM's P2P access check subprocess
+(custom_all_reduce_utils.py) exiting non-zero is the host."""
 
 from pathlib import Path
 
@@ -100,6 +101,12 @@ CASES = {
     ),
     "a_config_validators_value_error_cut_before_its_bracket": Case(
         "Value error, Unknown quantization method: . Must be one of ['aqlm', 'awq', 'fp8', 'gptq']\n",
+        "environment",
+        False,
+    ),
+    "the_p2p_access_check_subprocess_failing_is_the_host": Case(
+        "[rank0]: subprocess.CalledProcessError: Command '['/usr/bin/python', '/opt/vllm/vllm/distributed/"
+        "device_communicators/custom_all_reduce_utils.py']' returned non-zero exit status 1.\n",
         "environment",
         False,
     ),

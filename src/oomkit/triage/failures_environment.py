@@ -76,6 +76,10 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # PyTorch's dispatcher finding no kernel of an op for the tensor's backend: the extension that registers
             # it was built for another platform (a ROCm or CPU build of vLLM's _C on CUDA) or not built at all
             r"|Could not run '[\w:.]+' with arguments from the '\w+' backend"
+            # vLLM's GPU peer-to-peer access check, run as a Python subprocess of the interpreter that started vLLM
+            # (vllm/distributed/device_communicators/custom_all_reduce_utils.py gpu_p2p_access_check): it exiting
+            # non-zero is the host (drivers, P2P, that interpreter's environment), before any collective runs
+            r"|custom_all_reduce_utils\.py'?\]' returned non-zero exit status"
         ),
         "environment",
         "environment",
