@@ -74,6 +74,8 @@ EMBEDDED_HEADER = re.compile(
     r"(?<![\w-])(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(?P<ts>\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d+)?"
     r"\s+\[?(?P<file>[^\s\]]+?):(?P<lineno>\d+)\]\s?(?P<msg>.*)$"
 )
+# A stamp that is one name: a container's or a service's ("kserve-container"), an epoch in milliseconds.
+WRAPPER_NAME = re.compile(r"[\w.-]+")
 # The process prefix right before such a header ("...it/s](EngineCore_DP0 pid=4) ERROR ...").
 EMBEDDED_PREFIX = re.compile(r"\((?P<proc>[^\s()][^()]{0,80}?) pid=(?P<pid>\d{1,10})\b[^()]*\)\W*$")
 MAX_LINE_CHARS = 65536
@@ -225,7 +227,7 @@ def _wrapper_before(prefix: str) -> bool:
     prefix = prefix.rstrip()
     if len(prefix) > 60 or "%|" in prefix or "it/s" in prefix or '"' in prefix:
         return False
-    return not prefix or prefix[-1] in "|:-[]>*,)" or prefix.isalnum() or prefix.endswith("container")
+    return not prefix or prefix[-1] in "|:-[]>*,)" or WRAPPER_NAME.fullmatch(prefix) is not None
 
 
 def _norm_level(level: str) -> str:

@@ -66,9 +66,9 @@ ITERATION_WAIT_FRAME = rx(r"engine/async_llm_engine\.py::run_engine_loop$")
 # version, "not supported" on a head size), or a JIT build of a kernel (FlashInfer, torch cpp_extension).
 # FlashInfer's `get_*_module` functions (prefill.py, decode.py, sampling.py, ...) are its JIT loaders:
 # each runs `gen_*_module(...).build_and_load()` on first use and caches the result.
-# torch.cuda's lazy initialisation raises only when CUDA cannot start in the process (no driver or device, a torch built
-# without CUDA, a forked subprocess re-initialising it): the step that first touched the device did not cause it.
-# A memory error raised there keeps its phase (frames of the step around it).
+# A memory error raised there keeps its phase (frames of the step around it). torch.cuda's lazy initialisation raises
+# only when CUDA cannot start in the process (no driver or device, a torch built without CUDA, a forked subprocess
+# re-initialising it): the step that first touched the device did not cause it.
 ENV_FRAME = rx(
     r"attention/backends/\S+\.py::__init__$|attention/selector\.py::|::get_attn_backend_cls$"
     r"|::(?:build_and_load|_jit_compile|_run_ninja_build|_write_ninja_file_and_build_library|load_cuda_ops)$"
