@@ -15,7 +15,7 @@ of a config validator, cut before its bracket, is the settings refused. vLLM's P
 from pathlib import Path
 
 import pytest
-from _triage_synth import Case, checked_verdict, frames
+from _triage_synth import Case, checked_verdict, frames, verdict_of
 
 CORE = "(EngineCore_DP0 pid=1122) ERROR 09-19 19:20:03 [core.py:1378] "
 
@@ -160,8 +160,6 @@ def test_session18_frame_class(name: str, tmp_path: Path) -> None:
 def test_v0s_api_server_finding_the_engine_dead_is_the_engine_dying(tmp_path: Path) -> None:
     # entrypoints/launcher.py (0.5-0.10) logs it when a request finds the engine dead: a wrapper of the engine's death,
     # whose cause is elsewhere (here nowhere, so the phase stays unknown and says what to collect)
-    from _triage_synth import verdict_of
-
     for line in (
         "CRITICAL 08-30 19:24:28 launcher.py:82] AsyncLLMEngine has failed, terminating server process",
         "CRITICAL 11-21 02:13:05 launcher.py:99] MQLLMEngine is already dead, terminating server process",
@@ -173,8 +171,6 @@ def test_v0s_api_server_finding_the_engine_dead_is_the_engine_dying(tmp_path: Pa
 def test_an_answered_inference_request_is_the_server_serving(tmp_path: Path) -> None:
     # uvicorn's access log: vLLM's API server answers only once the engine is built, and a 2xx POST is the engine's
     # output; a status poll or a failed request does not show the engine making progress
-    from _triage_synth import verdict_of
-
     served = 'INFO:     10.0.0.5:41234 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
     assert verdict_of("served", Case(served, "healthy", False), tmp_path).phase == "healthy"
     for line in (
