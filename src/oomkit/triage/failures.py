@@ -259,6 +259,10 @@ FAILURES: tuple[Failure, ...] = (
             # or that line cut before its bracket: pydantic's "Value error, <the validator's message>" of a config
             # field (ModelConfig's quantization, max_model_len, ... checks raise ValueError inside the validator)
             r"|^\s*Value error, (?!.*\[type=\w+, input_value=\{)"
+            # pydantic v1's line for a refused field ("  <the validator's message> (type=value_error)"), as a program
+            # that validates its settings with pydantic v1 re-raises vLLM's own ValueError (an attention backend the
+            # model cannot use, a length over the model's)
+            r"|\(type=value_error(?:\.\w+)*\)\s*$"
         ),
         "config",
         # the corpus's phase vocabulary (corpus/README.md): arguments and settings refused before any engine

@@ -80,6 +80,10 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # (vllm/distributed/device_communicators/custom_all_reduce_utils.py gpu_p2p_access_check): it exiting
             # non-zero is the host (drivers, P2P, that interpreter's environment), before any collective runs
             r"|custom_all_reduce_utils\.py'?\]' returned non-zero exit status"
+            # a native library a Python package loads at import that the host lacks or cannot load (torchcodec's
+            # "Could not load libtorchcodec. Likely causes: FFmpeg is not properly installed", cuDNN's "Could not load
+            # library libcudnn_cnn_infer.so.8")
+            r"|Could not load lib\w*"
         ),
         "environment",
         "environment",

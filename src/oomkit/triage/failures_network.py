@@ -12,6 +12,24 @@ CUSTOM_ALLREDUCE = rx(r"Cuda error \S*(?:custom_all_reduce|quick_?reduce|quick_a
 
 NETWORK_FAILURES: tuple[Failure, ...] = (
     Failure(
+        "E-RPCUTIL",
+        # A running engine's `collective_rpc` utility call failing (vllm/v1/engine/core.py logs the exception of a
+        # client's utility call and serves on). Trainers call it to build and use the weight-sync communicator between
+        # the trainer and vLLM's workers (TRL's vllm_serve init_communicator, verl, OpenRLHF, NeMo-RL): `low`
+        # (verdict_explicit.py), and any other failure line outranks it.
+        rx(r"Invocation of collective_rpc method failed"),
+        "network",
+        "network_communication",
+        False,
+        50,  # the lowest rank a verdict rests on: every other failure line outranks it
+        "a collective_rpc call on the running engine failed: trainers set up and use their weight-sync "
+        "communicator (NCCL between trainer and workers) this way; the worker's traceback has the cause",
+        "(EngineCore_DP0 pid=7121) ERROR 01-12 17:24:20 [core.py:769] Invocation of collective_rpc method failed",
+        "vllm/v1/engine/core.py EngineCoreProc._handle_client_request / _invoke_utility_method "
+        "(logger.exception 'Invocation of %s method failed', 0.8-0.34); trl/scripts/vllm_serve.py init_communicator "
+        "(collective_rpc into PyNcclCommunicator/StatelessProcessGroup)",
+    ),
+    Failure(
         "E-NCCL",
         rx(
             r"NCCL error|NCCL Error \d+:|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclRemoteError|ncclInvalidUsage|NCCL WARN|DistBackendError|DistNetworkError|Watchdog caught collective operation timeout|Gloo connectFullMesh failed|mlx5dv_reg_dmabuf_mr|ibv_(?:reg_mr|create_qp|modify_qp)|The client socket has (?:failed to connect|timed out)|TCPStore.*(?:timed out|refused)|DistStoreError|Timed out waiting \d+ms for (?:send|recv) operation|Connection closed by peer \[\d|waiting for clients\. \d+/\d+ clients joined"
@@ -19,9 +37,8 @@ NETWORK_FAILURES: tuple[Failure, ...] = (
             r"|Failed to recv, got 0 bytes|recvValue failed on SocketImpl"
             # and its socket wait expiring (torch/csrc/distributed/c10d/socket.cpp waitForInput: "socket ... timed out
             # after 1800000ms", "poll for socket ... returned 0, likely a timeout"); HCCL's socket wait (Ascend CANN
-            # EI0006 "Get_Socket_Timeout": the remote rank never connected)
+            # EI0006 "Get_Socket_Timeout": the remote rank never connected) is one of its EI codes, below
             r"|\[c10d\] waitForInput: (?:socket .{0,200}timed out after \d+ ?ms|poll for socket .{0,200}likely a timeout)"
-            r"|Get_Socket_Timeout\(EI0006\)"
             # rdma-core's mlx5 provider on a work completion with an error status (an InfiniBand/RoCE transfer failed)
             r"|mlx5: [\w.-]+: got completion with error"
             # vLLM's custom/quick all-reduce kernels (csrc/custom_all_reduce.cuh, quickreduce): CUDACHECK prints
@@ -41,6 +58,19 @@ NETWORK_FAILURES: tuple[Failure, ...] = (
             # "The server socket has failed to listen on any local network address. ... EADDRINUSE") and the ZMQ sockets
             # vLLM's API server and engine cores talk over (vllm/utils zmq make_zmq_socket; ports picked before bind)
             r"|The server socket has failed to listen on any local network address|ZMQError: Address already in use"
+            # HCCL's own errors as CANN reports them: its error codes are the EI family ("Allocation_Failure(EI0007)",
+            # "Get_Socket_Timeout(EI0006)"), its plog lines carry the module name ("[ERROR] HCCL(893240,):..."), and a
+            # collective task the device waited out ("hccl fftsplus task timeout occurred during task execution")
+            r"|\b\w+\(EI\d{4}\)|\[ERROR\] HCCL\(\d+|hccl \w+ task timeout"
+            # gloo's transport refusing to start (gloo/transport/tcp/device.cc: "[enforce fail at
+            # .../gloo/transport/tcp/device.cc:83] ifa != nullptr. Unable to find address for: eth0")
+            r"|enforce fail at \S*gloo/transport/"
+            # DeepEP and NVSHMEM, the expert-parallel all-to-all libraries: their CUDA_CHECK/EP_HOST_ASSERT print
+            # "Failed: CUDA error /.../DeepEP/csrc/deep_ep.cpp:226 'invalid resource handle'" as their buffers are
+            # set up or exchanged across ranks
+            r"|Failed: (?:CUDA|Assertion) error \S*(?:[Dd]eep_?[Ee][Pp]|nvshmem)\S*:\d+"
+            # a Ray worker or driver that cannot reach the cluster's GCS (Ray's gcs_client / services.py)
+            r"|Failed to connect to GCS at address|Timed out while waiting for GCS to become available"
         ),
         "network",
         "network_communication",
@@ -53,7 +83,9 @@ NETWORK_FAILURES: tuple[Failure, ...] = (
         "; rdma-core providers/mlx5 ('mlx5: HOST: got completion with error:'); vLLM csrc/custom_all_reduce.cuh "
         "CUDACHECK ('Failed: Cuda error %s:%d '%s''); abseil failure_signal_handler.cc's 'PC: @' line with an NCCL "
         "symbol; torch_npu's ERR02200 and HCCL error codes (Ascend); cupy_backends/cuda/libs/nccl.pyx (NcclError); "
-        "c10d socket.cpp (a TCPStore port in use) and pyzmq's ZMQError on vLLM's engine sockets",
+        "c10d socket.cpp (a TCPStore port in use) and pyzmq's ZMQError on vLLM's engine sockets; CANN's HCCL error "
+        "codes (EI*), plog module tags and fftsplus task timeouts; gloo/transport/tcp/device.cc; DeepEP csrc "
+        "(CUDA_CHECK/EP_HOST_ASSERT: 'Failed: CUDA error FILE:LINE'); Ray gcs_client ('Failed to connect to GCS')",
         excludes=("E-CPUALLOC",),
     ),  # "ibv_reg_mr failed: Cannot allocate memory" is pinned memory (memlock), not host RAM
     Failure(
@@ -106,6 +138,9 @@ NETWORK_FAILURES: tuple[Failure, ...] = (
             r"|NIXL transfer failure|Remote NIXL agent engine ID mismatch|NIXL compatibility hash mismatch"
             r"|Mooncake transfer failed|MooncakeXferMetadata transfer failed|pulling kv_caches for \S+ failed"
             r"|Error happens during trans\w+ kvcache|Failed to connect to bootstrap server|Sync batch data transfer timeout"
+            # vLLM's nixl and MoRIIO connectors when the handshake with the remote engine fails (logger.exception
+            # "Handshake with %s failed", "Eager MoRIIO handshake failed for %s")
+            r"|Handshake with \S+ failed|MoRIIO handshake failed"
         ),
         "network",
         "network_communication",

@@ -17,9 +17,15 @@ MODULE_PHASES: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (
         # not the KV connectors (vllm/distributed/kv_transfer): their code runs in every step of the requests it
         # moves, so a bug there is the step's; a failed transfer is named by its message (E-KVXFER)
-        re.compile(r"/vllm/distributed/(?!kv_transfer/)|/vllm/executor/ray_|/vllm/v1/executor/ray_"),
+        # platform plugins mirror the package (vllm_ascend/distributed/device_communicators/pyhccl.py is HCCL's
+        # pynccl), their KV connectors aside as well
+        re.compile(
+            r"/vllm/distributed/(?!kv_transfer/)|/vllm/executor/ray_|/vllm/v1/executor/ray_"
+            r"|/vllm_\w+/distributed/(?!kv_transfer/|\w*connector|\w*mooncake|llmdatadist)"
+        ),
         "network_communication",
-        "vllm/distributed: process groups, NCCL/pynccl, custom all-reduce; ray executors: placement groups",
+        "vllm/distributed: process groups, NCCL/pynccl, custom all-reduce; ray executors: placement groups; the "
+        "same package of platform plugins (vllm_ascend/distributed)",
     ),
     (re.compile(r"/vllm/model_executor/model_loader/"), "weight_loading", "vllm/model_executor/model_loader"),
     (

@@ -71,6 +71,8 @@ def explicit(hit: Hit) -> tuple[str | None, str, str]:
     if rule.id == "E-COMPILE" and not hit.after_ready:
         placed = hit.context_source in ("frames", "markers") and hit.context_phase not in (None, "serving", "ready")
         return "cudagraph_capture", "medium" if placed else "low", COMPILE_WHY
+    if rule.id == "E-RPCUTIL":  # the cause is the worker's traceback, which follows the line (often cut)
+        return rule.phase, "low", "explicit E-RPCUTIL line: the weight-sync communicator is the likeliest call"
     if rule.id == "E-SIGNATURE":
         return (
             rule.phase,

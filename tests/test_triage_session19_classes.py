@@ -1,0 +1,124 @@
+"""Classes of session 19 (issue 13). HCCL's own failures as Ascend CANN reports them (its EI error codes, its plog
+lines, a collective task the device waited out), gloo's transport refusing to start, DeepEP's CUDA checks on its
+expert-parallel buffers and a Ray worker that cannot reach the cluster's GCS are the network; so is a KV connector's
+failed handshake with the remote engine, and the frames of a platform plugin's `distributed` package (vllm_ascend's
+pyhccl is HCCL's pynccl). A running engine's `collective_rpc` utility call failing ("Invocation of collective_rpc
+method failed") is how trainers' weight-sync communicators fail: the network, `low`; any other failure line outranks
+it. A native library a package cannot load at import (torchcodec's "Could not
+load libtorchcodec") is the environment, and so is pydantic v1's "(type=value_error)" line of a refused setting."""
+
+from pathlib import Path
+
+import pytest
+from _triage_synth import Case, checked_verdict, frames, verdict_of
+
+CORE = "(EngineCore_DP0 pid=7121) ERROR 01-12 17:24:20 [core.py:769] "
+WORKER = "(Worker_TP0 pid=9288) ERROR 01-19 05:52:40 [multiproc_executor.py:962] "
+READY = (
+    "(APIServer pid=1) INFO 01-12 17:20:02 [launcher.py:46] Route: /v1/chat/completions, Methods: POST\n"
+    "INFO:     Application startup complete.\n"
+)
+
+CASES = {
+    "an_hccl_ei_error_code_is_the_network": Case(
+        "[PID: 9288] 2026-01-19-05:52:40.052.351 Allocation_Failure(EI0007): Failed to allocate resource[qp] with "
+        "info [aicpu rank:15]. Reason: Memory resources are exhausted.\n",
+        "network_communication",
+        False,
+        "high",
+    ),
+    "an_hccl_plog_error_line_is_the_network": Case(
+        "  [ERROR] HCCL(893240,):2026-08-11-07:03:46.026.970 [exception_handler.cc:23] [904211]HcclBatchGet: "
+        "HcclException, what: hccl_one_sided_service.cc:515,BatchGet, Error: hccl special error, ret=1\n",
+        "network_communication",
+        False,
+    ),
+    "an_hccl_task_timeout_on_the_device_is_the_network": Case(
+        "hccl fftsplus task timeout occurred during task execution,\nstream_id:9, sq_id:9, stuck notify num:1, "
+        "timeout=1836s.\n",
+        "network_communication",
+        False,
+    ),
+    "gloos_transport_refusing_an_interface_is_the_network": Case(
+        f"{WORKER}RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:83] ifa != "
+        "nullptr. Unable to find address for: eth0\n",
+        "network_communication",
+        False,
+        "high",
+    ),
+    "deepeps_cuda_check_is_the_network": Case(
+        f"{WORKER}RuntimeError: Failed: CUDA error /tmp/ep_kernels_workspace/DeepEP/csrc/deep_ep.cpp:226 'invalid "
+        "resource handle'\n",
+        "network_communication",
+        False,
+    ),
+    "a_worker_that_cannot_reach_rays_gcs_is_the_network": Case(
+        "Failed to connect to GCS at address 192.160.10.132:41000 within 5 seconds.\n"
+        "Failed to get cluster ID from GCS server: Timed out while waiting for GCS to become available.\n",
+        "network_communication",
+        False,
+    ),
+    "a_kv_connectors_failed_handshake_is_the_network": Case(
+        "ERROR 11-22 06:57:51 [nixl_connector.py:548] Handshake with c00824be-282f-4719-9aeb-120dcb516863 failed\n",
+        "network_communication",
+        False,
+        "high",
+    ),
+    "a_failed_collective_rpc_call_is_the_weight_sync_link": Case(
+        READY + f"{CORE}Invocation of collective_rpc method failed\n{CORE}Traceback (most recent call last):\n[...]\n",
+        "network_communication",
+        False,
+        "low",
+    ),
+    "a_library_that_cannot_load_is_the_environment": Case(
+        'line="RuntimeError: Could not load libtorchcodec. Likely causes:"\n',
+        "environment",
+        False,
+        "high",
+    ),
+    "pydantic_v1s_refused_setting_is_the_environment": Case(
+        "  Please use Flashinfer backend for models with logits_soft_cap (i.e., Gemma-2). Set Flashinfer backend by "
+        "export VLLM_ATTENTION_BACKEND=FLASHINFER. (type=value_error)\n",
+        "environment",
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_session19_class(name: str, tmp_path: Path) -> None:
+    checked_verdict(name, CASES[name], tmp_path)
+
+
+PYHCCL = (
+    ("vllm/v1/executor/multiproc_executor.py", "worker_busy_loop", "output = func(*args, **kwargs)"),
+    ("trl/scripts/vllm_serve.py", "init_communicator", "self.pynccl_comm = PyNcclCommunicator(pg, device=self.device)"),
+    ("vllm_ascend/distributed/device_communicators/pyhccl.py", "__init__", "assert isinstance(device, torch.device)"),
+)
+
+
+def test_a_platform_plugins_distributed_frames_are_the_network(tmp_path: Path) -> None:
+    log = frames(WORKER, *PYHCCL) + f"{WORKER}AssertionError\n"
+    verdict = checked_verdict("pyhccl", Case(log, "network_communication", False), tmp_path)
+    assert verdict.decided_by == "frames"
+
+
+def test_a_plugins_kv_connector_frames_are_not_the_network(tmp_path: Path) -> None:
+    """A KV connector runs in every step of the requests it moves (vllm/distributed/kv_transfer is excluded the same
+    way): a bug there is the step's, not the link's."""
+    connector = (
+        *PYHCCL[:1],
+        ("vllm_ascend/distributed/mooncake_connector.py", "start_load_kv", "meta = self._reqs[req_id]"),
+    )
+    log = frames(WORKER, *connector) + f"{WORKER}KeyError: 'cmpl-1'\n"
+    assert verdict_of("connector", Case(log, "not_oom_other", False), tmp_path).phase != "network_communication"
+
+
+def test_any_other_failure_line_outranks_a_failed_collective_rpc(tmp_path: Path) -> None:
+    oom = (
+        f"{CORE}Invocation of collective_rpc method failed\n"
+        f"{CORE}torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+        "79.19 GiB of which 1.02 GiB is free.\n"
+    )
+    verdict = verdict_of("rpc_oom", Case(READY + oom, "serving_prefill", True), tmp_path)
+    assert verdict.is_oom and verdict.cause != "E-RPCUTIL"
