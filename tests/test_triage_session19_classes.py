@@ -122,3 +122,45 @@ def test_any_other_failure_line_outranks_a_failed_collective_rpc(tmp_path: Path)
     )
     verdict = verdict_of("rpc_oom", Case(READY + oom, "serving_prefill", True), tmp_path)
     assert verdict.is_oom and verdict.cause != "E-RPCUTIL"
+
+
+def oom_line(allocated_gib: float, cached_mib: float, total_gib: float = 23.69, capacity: str = "capacity") -> str:
+    """PyTorch 2.1+'s CUDA OOM message (c10/cuda/CUDACachingAllocator.cpp), alone."""
+    return (
+        f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 24.00 MiB. GPU 0 has a total {capacity} of "
+        f"{total_gib} GiB of which 24.56 MiB is free. Process 106008 has {allocated_gib + 0.4:.2f} GiB memory in use. "
+        f"Of the allocated memory {allocated_gib} GiB is allocated by PyTorch, and {cached_mib} MiB is reserved by "
+        "PyTorch but unallocated.\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "log", "phase"),
+    [
+        # nothing freed yet: weights loading fill the device
+        ("nothing_freed_is_the_weights", oom_line(23.19, 32.44), "weight_loading"),
+        (
+            "nothing_freed_before_pytorch_2_1_is_the_weights",
+            "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 150.00 MiB (GPU 0; 14.58 GiB total "
+            "capacity; 13.94 GiB already allocated; 17.31 MiB free; 13.94 GiB reserved in total by PyTorch)\n",
+            "weight_loading",
+        ),
+        # activations freed and cached, and the device not yet full of the KV pool: the profiling pass
+        (
+            "freed_activations_below_the_pool_are_profiling",
+            oom_line(19.02, 1351.0, total_gib=21.96),
+            "memory_profiling",
+        ),
+        # PyTorch 2.1 spelled it "total capacty"
+        (
+            "pytorch_2_1s_spelling_is_read",
+            oom_line(19.02, 1351.0, total_gib=21.96, capacity="capacty"),
+            "memory_profiling",
+        ),
+        # activations freed and cached with PyTorch holding the device: the KV pool was allocated (serving)
+        ("freed_activations_with_the_pool_are_serving", oom_line(22.83, 163.0, total_gib=23.64), "serving_prefill"),
+    ],
+)
+def test_what_pytorch_had_freed_places_a_lone_oom(name: str, log: str, phase: str, tmp_path: Path) -> None:
+    verdict = checked_verdict(name, Case(log, phase, True, "low"), tmp_path)
+    assert verdict.decided_by == "context"

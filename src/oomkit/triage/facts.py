@@ -16,7 +16,9 @@ from oomkit.triage.figures import (
     OOM_IN_USE,
     OOM_LINE,
     OOM_OLD_FIGURES,
+    OOM_OLD_RESERVED,
     OOM_PRIVATE,
+    OOM_RESERVED,
     FigureRule,
     _gib,
     _num,
@@ -110,7 +112,20 @@ def parse_args_dict(text: str) -> JsonObject:
 
 FACT_GATE = gate(
     [r.pattern for r in FIGURES]
-    + [OOM_LINE, OOM_ALLOCATED, OOM_PRIVATE, CPU_ALLOC, STATS_HEAD, ENGINE_CFG, ARGS_DICT, ARGS_NS, *VERSION, *MODEL]
+    + [
+        OOM_LINE,
+        OOM_ALLOCATED,
+        OOM_PRIVATE,
+        OOM_RESERVED,
+        OOM_OLD_RESERVED,
+        CPU_ALLOC,
+        STATS_HEAD,
+        ENGINE_CFG,
+        ARGS_DICT,
+        ARGS_NS,
+        *VERSION,
+        *MODEL,
+    ]
 )
 
 Keep = Callable[[FigureValue, FigureValue], bool]
@@ -229,6 +244,11 @@ class FactCollector:
         pool = OOM_PRIVATE.search(msg)
         if pool:
             self._set("oom_private_pools_gib", _gib(pool.group("pool"), pool.group("u")), rec, "last")
+        if res := OOM_RESERVED.search(msg):
+            self._set("oom_reserved_unallocated_gib", _gib(res.group("res"), res.group("u")), rec, "last")
+        elif (res := OOM_OLD_RESERVED.search(msg)) and old:
+            reserved = _gib(res.group("res"), res.group("u")) - _gib(old.group("alloc"), old.group("au"))
+            self._set("oom_reserved_unallocated_gib", round(max(reserved, 0.0), 3), rec, "last")
 
     def _wrapped_stats(self, rec: Record) -> bool:
         """The headerless rest of a wrapped stats line, read as a sample of its own only when it shows the cache

@@ -19,6 +19,9 @@ FAILURES: tuple[Failure, ...] = (
         "E-READY",
         rx(
             r"Timed out waiting for (?:new )?engine core processes to start|Timed out waiting for engines to send ?initial message|Timed out waiting for READY|Did not receive response from front-end process within|Engine core .* did not become ready|TimeoutError: Timed out"
+            # vllm-omni's orchestrator giving up on its stages' start (entrypoints/omni.py: "[Orchestrator]
+            # Initialization timeout: 0/1 stages ready. Missing stages: [0]")
+            r"|Initialization timeout: \d+/\d+ stages ready"
         ),
         "timeout",
         "timeout",
@@ -129,6 +132,9 @@ FAILURES: tuple[Failure, ...] = (
             r"|capture was not ended in the same stream as it began|not permitted on an event last recorded in a capturing stream"
             # PyTorch's copy kernel refusing a synchronising host copy inside a capture (aten/src/ATen/native/cuda/Copy.cu)
             r"|Cannot copy between CPU and CUDA tensors during CUDA graph capture"
+            # a graph replayed while another capture is open (aten/src/ATen/cuda/CUDAGraph.cpp replay_prep_kernels:
+            # "Cannot prepare for replay during capturing stage.")
+            r"|Cannot prepare for replay during capturing stage"
         ),
         "crash",
         "cudagraph_capture",
@@ -137,7 +143,8 @@ FAILURES: tuple[Failure, ...] = (
         "CUDA-graph capture failed (not a memory error)",
         "RuntimeError: CUDA error: operation not permitted when stream is capturing",
         f"{V} §3 E-CAPTURE; the CUDA runtime's cudaGetErrorString() texts of cudaErrorStreamCapture* and "
-        "cudaErrorCapturedEvent; aten/src/ATen/native/cuda/Copy.cu (a host copy during capture)",
+        "cudaErrorCapturedEvent; aten/src/ATen/native/cuda/Copy.cu (a host copy during capture); "
+        "aten/src/ATen/cuda/CUDAGraph.cpp (a replay inside a capture)",
         excludes=("E-NCCL",),
     ),  # NCCL quotes a capture error it met ("NCCL WARN Cuda failure '<text>'"): the capture failed, not the network
     Failure(

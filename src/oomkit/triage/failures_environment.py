@@ -153,6 +153,9 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # Transformers unable to read the model's config or tokenizer (configuration_utils.py get_config_dict,
             # tokenization_utils_base.py from_pretrained: a wrong name or path, no access, a release too old for it)
             r"|Can't load (?:the configuration|tokenizer) (?:of|for) '"
+            # and vLLM's own wrapper of that failure (transformers_utils/tokenizer.py get_tokenizer, 0.2-0.5: "Failed to
+            # load the tokenizer. If the tokenizer is a custom tokenizer ... consider setting trust_remote_code")
+            r"|Failed to load the tokenizer\. If the tokenizer is a custom tokenizer"
             # an option naming a tool-call or reasoning parser this release does not have (vllm's ToolParserManager
             # and ReasoningParserManager: KeyError "invalid tool call parser: X (chose from { ... })")
             r"|invalid (?:tool call|reasoning) parser: "
@@ -212,6 +215,10 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # a host C compiler failing on a generated source (triton/runtime/build.py _build: Triton compiles its
             # launcher, main.c / cuda_utils.c, with gcc, clang or its bundled tcc, also under Inductor)
             r"|CalledProcessError: Command '\['[^']*?(?:\bgcc|\bcc|clang|\btcc|g\+\+)(?:\.exe)?', '[^']*?\.c'"
+            # the same CalledProcessError quoted without its class, for any host compiler and source (Triton-Ascend
+            # precompiling a header with clang++: "Command '['/usr/bin/clang++', '-x', 'c++-header', ...]' returned
+            # non-zero exit status 1.")
+            r"|Command '\['[^']*?\b(?:clang\+\+|clang|g\+\+|gcc|c\+\+|nvcc|hipcc|ninja)(?:\.exe)?', "
             # ninja's line for a failed build edge ("FAILED: [code=1] out.so" since ninja 1.12): a JIT build
             r"|^FAILED: (?:\[code=\d+\] )?\S+\.(?:so|o|pyd|dylib)\b"
             # a Triton kernel whose tile configuration needs more shared memory than this GPU has (the tuned configs

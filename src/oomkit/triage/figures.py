@@ -233,9 +233,9 @@ FIGURES: tuple[FigureRule, ...] = (
     ),
 )
 
-# The OOM line. Units vary (MiB/GiB) per figure, so it is parsed on its own.
+# The OOM line. Units vary (MiB/GiB) per figure, so it is parsed on its own. PyTorch 2.1 printed "total capacty".
 OOM_LINE = R(
-    r"Tried to allocate (?P<amt>[\d.]+) (?P<au>[KMGT]iB)(?:\. GPU (?P<gpu>\d+) has a total capacity of (?P<tot>[\d.]+) (?P<tu>[KMGT]iB) of which (?P<free>[\d.]+) (?P<fu>[KMGT]iB) is free)?"
+    r"Tried to allocate (?P<amt>[\d.]+) (?P<au>[KMGT]iB)(?:\. GPU (?P<gpu>\d+) has a total capac?i?ty of (?P<tot>[\d.]+) (?P<tu>[KMGT]iB) of which (?P<free>[\d.]+) (?P<fu>[KMGT]iB) is free)?"
     r"|\((?:GPU (?P<gpu2>\d+); )?(?P<tot2>[\d.]+) (?P<tu2>[KMGT]iB) total capacity; .*?(?P<free2>[\d.]+) (?P<fu2>[KMGT]iB) free"
 )
 OOM_ALLOCATED = R(r"(?P<alloc>[\d.]+) (?P<u>[KMGT]iB) is allocated by PyTorch")
@@ -249,4 +249,9 @@ OOM_IN_USE = R(r"(?:this process|Process \d+) has (?P<use>[\d.]+) (?P<u>[KMGT]iB
 # PyTorch's OOM message names the memory its CUDA-graph pools hold (c10/cuda/CUDACachingAllocator.cpp:
 # "with X GiB allocated in private pools (e.g., CUDA Graphs)"): above zero, graphs were already captured.
 OOM_PRIVATE = R(r"(?P<pool>[\d.]+) (?P<u>[KMGT]iB) allocated in private pools")
+# What PyTorch's caching allocator holds but no tensor uses: blocks freed and kept for reuse
+# (CUDACachingAllocator.cpp: "and X MiB is reserved by PyTorch but unallocated"; before PyTorch 2.1 the total reserved,
+# "Y GiB reserved in total by PyTorch", less "already allocated").
+OOM_RESERVED = R(r"(?P<res>[\d.]+) (?P<u>[KMGT]iB) is reserved by PyTorch but unallocated")
+OOM_OLD_RESERVED = R(r"(?P<res>[\d.]+) (?P<u>[KMGT]iB) reserved in total by PyTorch")
 CPU_ALLOC = R(r"you tried to allocate (?P<b>\d+) bytes|unable to mmap (?P<m>\d+) bytes")

@@ -54,6 +54,8 @@ def rule_patterns() -> list[tuple[str, re.Pattern[str]]]:
         ("OOM_ALLOCATED", figures.OOM_ALLOCATED),
         ("OOM_IN_USE", figures.OOM_IN_USE),
         ("OOM_PRIVATE", figures.OOM_PRIVATE),
+        ("OOM_RESERVED", figures.OOM_RESERVED),
+        ("OOM_OLD_RESERVED", figures.OOM_OLD_RESERVED),
         ("CPU_ALLOC", figures.CPU_ALLOC),
         ("ENGINE_CFG", facts.ENGINE_CFG),
         ("ARGS_DICT", facts.ARGS_DICT),

@@ -20,6 +20,7 @@ FIGURE_LABELS = (
     ("oom_tried_gib", "OOM: tried to allocate", "GiB"),
     ("oom_free_gib", "OOM: free on device", "GiB"),
     ("oom_pytorch_allocated_gib", "OOM: allocated by PyTorch", "GiB"),
+    ("oom_reserved_unallocated_gib", "OOM: reserved, unallocated", "GiB"),
     ("block_size", "attention block size", ""),
 )
 
