@@ -4,8 +4,13 @@ expert-parallel buffers and a Ray worker that cannot reach the cluster's GCS are
 failed handshake with the remote engine, and the frames of a platform plugin's `distributed` package (vllm_ascend's
 pyhccl is HCCL's pynccl). A running engine's `collective_rpc` utility call failing ("Invocation of collective_rpc
 method failed") is how trainers' weight-sync communicators fail: the network, `low`; any other failure line outranks
-it. A native library a package cannot load at import (torchcodec's "Could not
-load libtorchcodec") is the environment, and so is pydantic v1's "(type=value_error)" line of a refused setting."""
+it. A native library a package cannot load at import (torchcodec's "Could not load libtorchcodec"), a Gaudi the runtime
+cannot acquire, a tokenizer that vLLM or Transformers cannot build, a host compiler run as a subprocess failing and
+pydantic v1's "(type=value_error)" line of a refused setting are the environment; vLLM's start-up free-memory check is
+read when a paste wraps its line. A graph replayed inside a capture fails the capture; vllm-omni's orchestrator giving
+up on its stages is a start-up timeout. A lone OOM line is placed by what PyTorch had freed and cached: near nothing
+means no forward pass had run yet (weight loading); freed activations with the device not yet full of the KV pool mean
+the profiling pass."""
 
 from pathlib import Path
 
@@ -73,6 +78,54 @@ CASES = {
     "a_library_that_cannot_load_is_the_environment": Case(
         'line="RuntimeError: Could not load libtorchcodec. Likely causes:"\n',
         "environment",
+        False,
+        "high",
+    ),
+    "a_gaudi_that_cannot_be_acquired_is_the_environment": Case(
+        "RuntimeError: synStatus=8 [Device not found] Device acquire failed.\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "a_fast_tokenizer_that_cannot_be_built_is_the_environment": Case(
+        "ValueError: Couldn't instantiate the backend tokenizer from one of:\n(1) a tokenizers library serialization "
+        "file,\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "the_start_free_memory_check_wrapped_after_less_is_still_read": Case(
+        "ValueError: Free memory on device cuda:0 (79.12/94.97 GiB) on startup is less\nthan desired GPU memory "
+        "utilization (0.95, 90.22 GiB).\n",
+        "environment",
+        True,
+        "high",
+    ),
+    "vllms_tokenizer_wrapper_is_the_environment": Case(
+        "RuntimeError: Failed to load the tokenizer. If the tokenizer is a custom tokenizer not yet available in the "
+        "HuggingFace transformers library, consider setting trust_remote_code=True in LLM\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "a_host_compiler_subprocess_failing_is_the_environment": Case(
+        "(EngineCore_DP0 pid=1804) RuntimeError: Worker failed with error 'Command '['/usr/bin/clang++', '-x', "
+        "'c++-header', '/root/.triton/cache/precompiled.h', '-o', 'precompiled.h.pch']' returned non-zero exit status "
+        "1.'\n",
+        "environment",
+        False,
+        "high",
+    ),
+    "a_replay_inside_a_capture_fails_the_capture": Case(
+        f"{CORE}RuntimeError: Cannot prepare for replay during capturing stage.\n",
+        "cudagraph_capture",
+        False,
+        "high",
+    ),
+    "vllm_omnis_stage_start_up_timeout_is_a_timeout": Case(
+        "WARNING 01-23 02:09:33 [omni.py:326] [Orchestrator] Initialization timeout: 0/1 stages ready. Missing stages: "
+        "[0]\n",
+        "timeout",
         False,
         "high",
     ),

@@ -84,6 +84,9 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # "Could not load libtorchcodec. Likely causes: FFmpeg is not properly installed", cuDNN's "Could not load
             # library libcudnn_cnn_infer.so.8")
             r"|Could not load lib\w*"
+            # Habana's runtime finding no Gaudi to acquire (habana_frameworks hpu init: "synStatus=8 [Device not found]
+            # Device acquire failed."), as "No CUDA GPUs are available" on NVIDIA
+            r"|synStatus=\d+ \[Device not found\]|Device acquire failed"
         ),
         "environment",
         "environment",
@@ -156,6 +159,10 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # and vLLM's own wrapper of that failure (transformers_utils/tokenizer.py get_tokenizer, 0.2-0.5: "Failed to
             # load the tokenizer. If the tokenizer is a custom tokenizer ... consider setting trust_remote_code")
             r"|Failed to load the tokenizer\. If the tokenizer is a custom tokenizer"
+            # Transformers unable to build a fast tokenizer from what the checkpoint ships (tokenization_utils_fast.py:
+            # "Couldn't instantiate the backend tokenizer from one of: ...": tokenizers or sentencepiece too old or
+            # missing for this tokenizer.json)
+            r"|Couldn't instantiate the backend tokenizer from one of"
             # an option naming a tool-call or reasoning parser this release does not have (vllm's ToolParserManager
             # and ReasoningParserManager: KeyError "invalid tool call parser: X (chose from { ... })")
             r"|invalid (?:tool call|reasoning) parser: "

@@ -107,7 +107,8 @@ MEMORY_FAILURES: tuple[Failure, ...] = (
     Failure(
         "E-STARTFREE",
         rx(
-            r"(?:Free memory on device|Available memory on node \d+)(?: \S+)? \([\d.]+/[\d.]+ GiB\) on startup is less than|Externally held weights on device .* exceed the desired"
+            # (a pasted line may wrap right after "less": the message is long)
+            r"(?:Free memory on device|Available memory on node \d+)(?: \S+)? \([\d.]+/[\d.]+ GiB\) on startup is less(?: than|\s*$)|Externally held weights on device .* exceed the desired"
             # the shorter wording of vLLM 0.19-0.28: "Free memory on cuda:0 (38.74/121.63 GiB) < desired utilization
             # (0.35, 42.57 GiB)", "Free memory (31.73 GiB) < desired utilization (125.83 GiB)"
             r"|Free memory(?: on \S+)? \((?:[\d.]+/)?[\d.]+ ?GiB\) < desired utilization"
