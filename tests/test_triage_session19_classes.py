@@ -217,3 +217,14 @@ def oom_line(allocated_gib: float, cached_mib: float, total_gib: float = 23.69, 
 def test_what_pytorch_had_freed_places_a_lone_oom(name: str, log: str, phase: str, tmp_path: Path) -> None:
     verdict = checked_verdict(name, Case(log, phase, True, "low"), tmp_path)
     assert verdict.decided_by == "context"
+
+
+def test_graphs_captured_outrank_an_empty_cache(tmp_path: Path) -> None:
+    """CUDA graphs' private pools in use mean capture (and the forward passes before it) had run, whatever the cache
+    holds: the lone OOM is not read as the weights."""
+    log = oom_line(22.83, 20.0, total_gib=23.64).replace(
+        "reserved by PyTorch but unallocated.",
+        "reserved by PyTorch but unallocated. 1.20 GiB allocated in private pools",
+    )
+    verdict = verdict_of("captured", Case(log, "serving_prefill", True), tmp_path)
+    assert verdict.phase != "weight_loading", verdict.confidence_reason

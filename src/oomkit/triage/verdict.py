@@ -13,6 +13,7 @@ from oomkit.triage.quiet import no_failure_verdict, pressure_verdict
 from oomkit.triage.rules import PHASES
 from oomkit.triage.state import Hit
 from oomkit.triage.verdict_explicit import explicit
+from oomkit.triage.verdict_freed import forward_pass, no_forward_pass
 from oomkit.triage.verdict_make import Conclusion, make_verdict, wrapper_hits
 from oomkit.triage.verdict_unplaced import unplaced_crash
 from oomkit.triage.verdict_warmup import warmup_evidence
@@ -138,7 +139,7 @@ def _placeless(
                 "for a worst-case shape, which the profiling pass is the first to run"
             ),
         )
-    if hit.rule.is_oom and (loading := _no_forward_pass(figures)) is not None:
+    if hit.rule.is_oom and (loading := no_forward_pass(figures)) is not None:
         return loading
     # vLLM sizes the KV pool so that weights + profiled peak + KV fill gpu_memory_utilization x total:
     # PyTorch holding far more than that budget is not a budgeted engine serving, but a step that
@@ -188,7 +189,7 @@ def _placeless(
                 "graph capture; no stats line tells prefill from decode"
             ),
         )
-    if hit.rule.is_oom and (cached := _forward_pass(figures)) is not None:
+    if hit.rule.is_oom and (cached := forward_pass(figures)) is not None:
         return cached
     if hit.rule.is_oom and SLEEP_ALLOCATOR.search(hit.evidence.text):
         return (
@@ -212,44 +213,6 @@ def _placeless(
             ),
         )
     return "unknown", "low", "memory error with no phase marker or traceback frame to place it"
-
-
-# PyTorch's caching allocator keeps what tensors free as "reserved but unallocated". A forward pass frees its
-# activations layer by layer, so once one has run (profiling, warm-up, a step) that cache holds hundreds of MiB or
-# more; loading weights keeps every tensor it allocates, so until then it stays near zero. Measured on the corpus's
-# lone OOM lines (dev part): weight loading 0.00-0.14 GiB, profiling and serving 0.16-2.5 GiB.
-FREED_NOTHING_GIB = 0.1
-
-
-def _no_forward_pass(figures: Mapping[str, FigureValue]) -> tuple[str, str, str] | None:
-    """A lone OOM before any forward pass had run, from what PyTorch had freed and cached (None: it had run, or the
-    line does not say)."""
-    cached = _gib(figures, "oom_reserved_unallocated_gib")
-    if cached is None or cached >= FREED_NOTHING_GIB:
-        return None
-    return (
-        "weight_loading",
-        "low",
-        f"PyTorch had freed almost nothing ({cached:g} GiB cached unallocated): no forward pass had run, whose "
-        "activations leave freed blocks cached; loading the weights keeps what it allocates",
-    )
-
-
-def _forward_pass(figures: Mapping[str, FigureValue]) -> tuple[str, str, str] | None:
-    """A lone OOM after a forward pass but before the KV pool was allocated: the profiling pass (None: the figures
-    do not say so)."""
-    cached = _gib(figures, "oom_reserved_unallocated_gib")
-    if cached is None or cached < FREED_NOTHING_GIB:
-        return None
-    allocated, total = _gib(figures, "oom_pytorch_allocated_gib"), _gib(figures, "oom_total_gib")
-    if allocated is None or total is None or allocated >= 0.9 * total:
-        return None
-    return (
-        "memory_profiling",
-        "low",
-        f"PyTorch had freed and cached {cached:g} GiB, so a forward pass had run, and held {allocated:g} of "
-        f"{total:g} GiB, so the KV pool was not allocated yet: the profiling pass, the first forward pass",
-    )
 
 
 def _budget(t: Triage) -> float | None:
