@@ -13,7 +13,7 @@ from oomkit.triage.quiet import no_failure_verdict, pressure_verdict
 from oomkit.triage.rules import PHASES
 from oomkit.triage.state import Hit
 from oomkit.triage.verdict_explicit import explicit
-from oomkit.triage.verdict_freed import forward_pass, no_forward_pass
+from oomkit.triage.verdict_freed import figure_gib, forward_pass, no_forward_pass
 from oomkit.triage.verdict_make import Conclusion, make_verdict, wrapper_hits
 from oomkit.triage.verdict_unplaced import unplaced_crash
 from oomkit.triage.verdict_warmup import warmup_evidence
@@ -128,8 +128,8 @@ def _placeless(
             "low",
             "host-memory kill with no phase marker in the log; weight loading is where host RAM peaks",
         )
-    tried, total = _gib(figures, "oom_tried_gib"), _gib(figures, "oom_total_gib")
-    allocated = _gib(figures, "oom_pytorch_allocated_gib")
+    tried, total = figure_gib(figures, "oom_tried_gib"), figure_gib(figures, "oom_total_gib")
+    allocated = figure_gib(figures, "oom_pytorch_allocated_gib")
     if tried and total and tried > total:
         return (
             "memory_profiling",
@@ -166,7 +166,7 @@ def _placeless(
                 "a step no budget bounds, and loading the weights is the first to fill the device"
             ),
         )
-    private = _gib(figures, "oom_private_pools_gib")
+    private = figure_gib(figures, "oom_private_pools_gib")
     if private and hit.rule.is_oom and warmup and not hit.after_ready:
         # V1 warms the sampler up after capture_model, at max_num_seqs dummy requests, so that
         # serving never allocates more there (gpu_worker.compile_or_warm_up_model): an OOM with
@@ -219,11 +219,6 @@ def _budget(t: Triage) -> float | None:
     """The gpu_memory_utilization fraction from the log's printed settings (None when not printed)."""
     value = t.facts.args.get("gpu_memory_utilization", t.facts.figures.get("gpu_memory_utilization"))
     return float(value) if isinstance(value, int | float) and 0 < value <= 1 else None
-
-
-def _gib(figures: Mapping[str, FigureValue], name: str) -> float | None:
-    value = figures.get(name)
-    return float(value) if isinstance(value, int | float) else None
 
 
 def _vanished(t: Triage, died: Hit, hits: list[Hit]) -> Verdict:

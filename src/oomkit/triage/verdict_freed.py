@@ -17,8 +17,8 @@ FREED_NOTHING_GIB = 0.1
 def no_forward_pass(figures: Mapping[str, FigureValue]) -> tuple[str, str, str] | None:
     """A lone OOM before any forward pass had run, from what PyTorch had freed and cached (None: it had run, or the
     line does not say)."""
-    cached = _gib(figures, "oom_reserved_unallocated_gib")
-    if cached is None or cached >= FREED_NOTHING_GIB or (_gib(figures, "oom_private_pools_gib") or 0.0) > 0:
+    cached = figure_gib(figures, "oom_reserved_unallocated_gib")
+    if cached is None or cached >= FREED_NOTHING_GIB or (figure_gib(figures, "oom_private_pools_gib") or 0.0) > 0:
         return None  # CUDA graphs' private pools in use: capture, and the forward passes before it, had run
     return (
         "weight_loading",
@@ -31,10 +31,10 @@ def no_forward_pass(figures: Mapping[str, FigureValue]) -> tuple[str, str, str] 
 def forward_pass(figures: Mapping[str, FigureValue]) -> tuple[str, str, str] | None:
     """A lone OOM after a forward pass but before the KV pool was allocated: the profiling pass (None: the figures
     do not say so)."""
-    cached = _gib(figures, "oom_reserved_unallocated_gib")
+    cached = figure_gib(figures, "oom_reserved_unallocated_gib")
     if cached is None or cached < FREED_NOTHING_GIB:
         return None
-    allocated, total = _gib(figures, "oom_pytorch_allocated_gib"), _gib(figures, "oom_total_gib")
+    allocated, total = figure_gib(figures, "oom_pytorch_allocated_gib"), figure_gib(figures, "oom_total_gib")
     if allocated is None or total is None or allocated >= 0.9 * total:
         return None
     return (
@@ -45,6 +45,7 @@ def forward_pass(figures: Mapping[str, FigureValue]) -> tuple[str, str, str] | N
     )
 
 
-def _gib(figures: Mapping[str, FigureValue], name: str) -> float | None:
+def figure_gib(figures: Mapping[str, FigureValue], name: str) -> float | None:
+    """A figure in GiB, None when the log did not print it."""
     value = figures.get(name)
     return float(value) if isinstance(value, int | float) else None
