@@ -140,6 +140,9 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
         rx(
             r"User-specified max_model_len \(\d+\) is greater than the derived|does not recognize this architecture"
             r"|Unrecognized model in |requires you to execute the configuration file in that repo"
+            # the same refusal's second paragraph, on a line of its own (configuration_auto.py AutoConfig.from_pretrained
+            # ends its "does not recognize this architecture" ValueError with "\n\nYou can update Transformers ...")
+            r"|You can update Transformers with the command `pip install --upgrade transformers`"
             r"|contains custom code which must be executed|Pipeline parallelism is not supported for this model"
             # the model registry's refusal, often quoted without its "ValueError: " (and without the list of
             # supported architectures that follows)

@@ -11,7 +11,7 @@ from oomkit.triage.rules import rx
 # CPython's form, and IPython's (notebooks: `File /x/y.py:49, in Class.method(args)`, with a Markdown link
 # in Jupyter: `File [~/x/y.py:49](http://...), in ...`), whose qualified name the engine cuts to the method.
 FRAME = rx(
-    r'File (?:"(?P<path>[^"]+)", line \d+|\[?(?P<ipath>[^\s\[\]"]+\.py):\d+(?:\]\([^)\s]*\))?), in (?P<func>[\w<>.]+)'
+    r'File (?:"(?P<path>[^"]+)", line\s+\d+|\[?(?P<ipath>[^\s\[\]"]+\.py):\d+(?:\]\([^)\s]*\))?),\s+in (?P<func>[\w<>.]+)'
     # a traceback condensed by hand or by a tool, one frame per line: "gpu_model_runner.py:5121, in _get_prompt_logprobs"
     r"|^(?P<cpath>[\w./\\-]+\.py):\d+, in (?P<cfunc>\w+)\s*$"
 )
