@@ -77,6 +77,15 @@ def test_a_wrapper_date_stamp_before_vllms_header():
     assert r.level is None and r.msg.startswith("INFO worker.py:1724")
 
 
+def test_fastchats_format_around_vllms_lines():
+    # FastChat logs "%(asctime)s | %(levelname)s | %(name)s | %(message)s"; its stderr logger says ERROR for every
+    # line, so the level read is vLLM's own, inside
+    r = parse_line("2024-01-10 09:30:12 | ERROR | stderr | INFO 01-10 09:30:12 llm_engine.py:222] # GPU blocks: 3")
+    assert (r.level, r.src, r.msg) == ("INFO", "llm_engine.py:222", "# GPU blocks: 3")
+    r = parse_line("2025-03-24 22:04:27 | ERROR | stderr | AttributeError: 'AsyncLLM' object has no attribute 'engine'")
+    assert r.msg == "AttributeError: 'AsyncLLM' object has no attribute 'engine'"
+
+
 def test_ansi_and_carriage_return():
     r = parse_line("\x1b[0;36m(APIServer pid=1)\x1b[0;0m \x1b[32mINFO\x1b[0m 12-02 15:42:26 [x.py:1] hello")
     assert r.msg == "hello" and r.proc == "APIServer"

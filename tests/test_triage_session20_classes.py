@@ -1,7 +1,10 @@
 """Classes of session 20 (issue 13). A traceback frame whose `line N, in func` a paste spread with runs of spaces
 (GitHub's rendering of a hard-wrapped terminal copy) is still a frame, so a cut traceback through the weights'
 post-processing is weight loading. The second paragraph of Transformers' refusal of an unknown model type ("You can
-update Transformers with the command ..."), on a line of its own, is the environment."""
+update Transformers with the command ..."), on a line of its own, is the environment. FastChat's
+log format ("date | ERROR | stderr | <line>") is a wrapper around vLLM's lines, and a wrapper reading an attribute vLLM's
+engine object no longer has (FastChat's worker reading `.engine` of V1's AsyncLLM) is the environment: the wrapper was
+built for another vLLM."""
 
 from pathlib import Path
 
@@ -35,6 +38,22 @@ CASES = {
         "environment",
         False,
         "high",
+    ),
+    "a_wrapper_reading_an_engine_attribute_vllm_dropped_is_the_environment": Case(
+        "".join(
+            f"2025-03-24 22:04:27 | ERROR | stderr | {line}\n"
+            for line in (
+                "Traceback (most recent call last):",
+                '  File "/p/FastChat/fastchat/serve/vllm_worker.py", line 291, in <module>',
+                "    worker = VLLMWorker(",
+                '  File "/p/FastChat/fastchat/serve/vllm_worker.py", line 57, in __init__',
+                "    self.tokenizer = llm_engine.engine.tokenizer",
+                "AttributeError: 'AsyncLLM' object has no attribute 'engine'",
+            )
+        ),
+        "environment",
+        False,
+        "low",
     ),
 }
 

@@ -24,6 +24,10 @@ RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d
 # launchers): "[2024-07-08 15:17:34] ", "2024-07-08 15:17:34,123 ". vLLM's own header never starts
 # with a four-digit year, so a line that does carries someone else's stamp first.
 DATED = re.compile(r"^\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?\s+(?=\S)")
+# FastChat's workers and controller log "%(asctime)s | %(levelname)s | %(name)s | %(message)s", their stdout and
+# stderr through loggers named so ("2025-03-24 22:04:27 | ERROR | stderr | Traceback ..."): after the date, the
+# level and logger name are FastChat's, and vLLM's own line follows.
+FASTCHAT = re.compile(r"^\|\s*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s*\|\s*[\w.\-]+\s*\|\s?")
 # docker compose: "service-name_1  | " (v1) or "service-1  | " (v2).
 COMPOSE = re.compile(r"^(?P<svc>[A-Za-z0-9][\w.\-]*)\s+\|\s?")
 # journald short format: "Dec 02 15:18:01 host unit[pid]: " — month may be localised ("6月").
@@ -132,6 +136,8 @@ def _strip_wrappers(text: str) -> str:
         m = RFC3339.match(text) or DATED.match(text)
         if m:
             text = text[m.end() :]
+            if text.startswith("|") and (m := FASTCHAT.match(text)):
+                text = text[m.end() :]
         m = JOURNALD.match(text)
         if m:
             text = text[m.end() :]

@@ -169,7 +169,10 @@ REFUSAL = re.compile(
     r"|\bmissing \d+ required (?:positional|keyword-only) arguments?\b|\btakes \d+ positional arguments? but \d+"
     # or a model config without a field the installed code reads (a config class from another Transformers or vLLM
     # release, or a checkpoint's own config class)
-    r"|'\w*Config' object has no attribute '",
+    r"|'\w*Config' object has no attribute '"
+    # or vLLM's engine objects without an attribute a wrapper reads (FastChat's worker reading AsyncLLMEngine's `.engine`
+    # from V1's AsyncLLM, a trainer reaching V0's `llm_engine.model_executor` on V1): the wrapper's release, not vLLM's
+    r"|'(?:LLM|LLMEngine|AsyncLLMEngine|AsyncLLM|MQLLMEngineClient|\w*EngineCoreClient)' object has no attribute '",
 )
 
 
