@@ -4,7 +4,9 @@ post-processing is weight loading. The second paragraph of Transformers' refusal
 update Transformers with the command ..."), on a line of its own, is the environment. FastChat's
 log format ("date | ERROR | stderr | <line>") is a wrapper around vLLM's lines, and a wrapper reading an attribute vLLM's
 engine object no longer has (FastChat's worker reading `.engine` of V1's AsyncLLM) is the environment: the wrapper was
-built for another vLLM."""
+built for another vLLM. CANN's report of an AI-core or AI-vector kernel fault (EZ9999, "The DDR address of the MTE
+instruction is out of range") is Ascend's illegal memory access, not memory; its "notify wait timeout" on a device
+stream is HCCL's ranks waiting on each other: the network."""
 
 from pathlib import Path
 
@@ -54,6 +56,27 @@ CASES = {
         "environment",
         False,
         "low",
+    ),
+    "canns_aivector_kernel_fault_is_a_crash": Case(
+        "[rank1]:[W914 11:34:43.452457787 compiler_depend.ts:57] Warning: EZ9999: Inner Error!\n"
+        "EZ9999: [PID: 37027] 2025-09-14-11:34:42.060.622 The error from device(chipId:5, dieId:0), serial number is "
+        "11, there is an exception of aivec error, core id is 2, error code = 0x800000, dump info: pc start: "
+        "0x12523dffb6fc\n",
+        "not_oom_other",
+        False,
+    ),
+    "canns_out_of_range_mte_address_is_a_crash": Case(
+        "[rank0]:        The extend info: errcode:(0x800000, 0x4000, 0) errorStr: The DDR address of the MTE "
+        "instruction is out of range.CCU instruction address check error.\n",
+        "not_oom_other",
+        False,
+    ),
+    "a_device_streams_notify_wait_timeout_is_the_network": Case(
+        "(Worker_DP2_TP0_EP8 pid=1071) ERROR 07-21 06:27:44 [multiproc_executor.py:962]         The error from "
+        "device(chipId:4, dieId:0), serial number is 1, notify wait timeout occurred during task execution, "
+        "stream_id:142, sq_id:146, task_id:46645\n",
+        "network_communication",
+        False,
     ),
 }
 

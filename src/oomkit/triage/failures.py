@@ -161,6 +161,10 @@ FAILURES: tuple[Failure, ...] = (
             # the same kernel faults on other accelerators: ROCm's runtime (a kernel touching an unmapped page),
             # Habana's Synapse (a device that stopped making progress), Ascend's CANN (an AI-core kernel fault)
             r"|Memory access fault by GPU node-\d+|Synapse detected a device critical error|aicore execution is abnormal"
+            # CANN's device error report of an AI-core or AI-vector kernel fault ("there is an exception of aivec error",
+            # "there is an fftsplus aicore error exception") and its out-of-range memory access ("The DDR address of the
+            # MTE instruction is out of range"): Ascend's illegal memory access
+            r"|there is an? (?:exception of )?(?:fftsplus )?ai(?:core|vec|vector) error|The DDR address of the MTE instruction is out"
             # ROCm's HIP runtime aborting a queue on a kernel's memory fault (rocdevice.cpp callback)
             r"|HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION"
             # the NVIDIA driver's kernel log for a fault a kernel caused (Xid 13 graphics engine exception, 31 GPU

@@ -62,6 +62,9 @@ NETWORK_FAILURES: tuple[Failure, ...] = (
             # "Get_Socket_Timeout(EI0006)"), its plog lines carry the module name ("[ERROR] HCCL(893240,):..."), and a
             # collective task the device waited out ("hccl fftsplus task timeout occurred during task execution")
             r"|\b\w+\(EI\d{4}\)|\[ERROR\] HCCL\(\d+|hccl \w+ task timeout"
+            # and the device's own report of that wait (CANN's device_error_proc: "notify wait timeout occurred during
+            # task execution"): a notify is how HCCL's ranks signal each other
+            r"|notify wait timeout occurred during task execution"
             # gloo's transport refusing to start (gloo/transport/tcp/device.cc: "[enforce fail at
             # .../gloo/transport/tcp/device.cc:83] ifa != nullptr. Unable to find address for: eth0")
             r"|enforce fail at \S*gloo/transport/"
