@@ -74,6 +74,15 @@ def _log_problems(log: Path) -> list[str]:
     return problems
 
 
+GITHUB_THREAD = re.compile(r"^https://github\.com/([^/]+/[^/]+)/(issues|pull|discussions)/(\d+)")
+
+
+def _thread_of(url: str) -> str:
+    """GitHub's owner and repository names are case-insensitive (github.com/A/B/issues/1 is github.com/a/b/issues/1)."""
+    match = GITHUB_THREAD.match(url)
+    return f"https://github.com/{match[1].lower()}/{match[2]}/{match[3]}" if match else url
+
+
 def duplicate_sources(sidecars: list[Path]) -> list[str]:
     """Two public cases from one thread would let one thread sit on both sides of the split."""
     seen: dict[str, str] = {}
@@ -85,9 +94,10 @@ def duplicate_sources(sidecars: list[Path]) -> list[str]:
             continue
         if url.startswith("oomkit-testbed:"):
             continue
-        if url in seen:
-            problems.append(f"{sidecar.name}: same source_url as {seen[url]} ({url})")
-        seen.setdefault(url, sidecar.name)
+        thread = _thread_of(url)
+        if thread in seen:
+            problems.append(f"{sidecar.name}: same thread as {seen[thread]} ({url})")
+        seen.setdefault(thread, sidecar.name)
     return problems
 
 

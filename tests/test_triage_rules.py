@@ -40,8 +40,7 @@ def test_figure_sources_noted():
     assert all(f.source for f in FIGURES)
 
 
-def test_corpus_checker_knows_the_same_phases():
-    """corpus/check_corpus.py repeats the phase list so it runs before oomkit is installed: keep them equal."""
+def _corpus_checker():  # noqa: ANN202 - a module loaded from its path
     import importlib.util
     from pathlib import Path
 
@@ -50,4 +49,24 @@ def test_corpus_checker_knows_the_same_phases():
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert module.PHASES == set(PHASES)
+    return module
+
+
+def test_corpus_checker_knows_the_same_phases():
+    """corpus/check_corpus.py repeats the phase list so it runs before oomkit is installed: keep them equal."""
+    assert _corpus_checker().PHASES == set(PHASES)
+
+
+def test_corpus_checker_finds_one_thread_spelled_with_other_capitals(tmp_path):
+    """GitHub's owner and repository names are case-insensitive: one thread under two spellings is one thread, which
+    must not sit on both sides of the split."""
+    import json
+
+    for case_id, url in (
+        ("a001", "https://github.com/sherdencooper/GPTFuzz/issues/27"),
+        ("b001", "https://github.com/sherdencooper/gptfuzz/issues/27"),
+        ("c001", "https://github.com/sherdencooper/gptfuzz/issues/28"),
+    ):
+        (tmp_path / f"{case_id}.json").write_text(json.dumps({"source_url": url}))
+    problems = _corpus_checker().duplicate_sources(sorted(tmp_path.glob("*.json")))
+    assert len(problems) == 1 and problems[0].startswith("b001.json: same thread as a001.json")
