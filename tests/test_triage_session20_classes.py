@@ -6,7 +6,8 @@ log format ("date | ERROR | stderr | <line>") is a wrapper around vLLM's lines, 
 engine object no longer has (FastChat's worker reading `.engine` of V1's AsyncLLM) is the environment: the wrapper was
 built for another vLLM. CANN's report of an AI-core or AI-vector kernel fault (EZ9999, "The DDR address of the MTE
 instruction is out of range") is Ascend's illegal memory access, not memory; its "notify wait timeout" on a device
-stream is HCCL's ranks waiting on each other: the network."""
+stream is HCCL's ranks waiting on each other: the network. A parameter no checkpoint tensor filled, in the older
+wording of a model's own check ("Some weights are not initialized from checkpoints"), is weight loading."""
 
 from pathlib import Path
 
@@ -77,6 +78,15 @@ CASES = {
         "stream_id:142, sq_id:146, task_id:46645\n",
         "network_communication",
         False,
+    ),
+    "a_parameter_no_checkpoint_filled_is_weight_loading": Case(
+        "--model /data/merged_model_GPTQ --max-model-len 8192 --quantization gptq_marlin\n"
+        "fails with\n"
+        "RuntimeError: Some weights are not initialized from checkpoints: {'model.layers.3.mlp.gate_up_proj."
+        "g_idx_sort_indices', 'model.layers.8.self_attn.qkv_proj.g_idx_sort_indices'}\n",
+        "weight_loading",
+        False,
+        "high",
     ),
 }
 
