@@ -7,7 +7,9 @@ engine object no longer has (FastChat's worker reading `.engine` of V1's AsyncLL
 built for another vLLM. CANN's report of an AI-core or AI-vector kernel fault (EZ9999, "The DDR address of the MTE
 instruction is out of range") is Ascend's illegal memory access, not memory; its "notify wait timeout" on a device
 stream is HCCL's ranks waiting on each other: the network. A parameter no checkpoint tensor filled, in the older
-wording of a model's own check ("Some weights are not initialized from checkpoints"), is weight loading."""
+wording of a model's own check ("Some weights are not initialized from checkpoints"), is weight loading. A setting's
+bound as the config checks word it ("max_num_batched_tokens must be <= 65528 when LoRA is enabled"), with nothing
+placing it and no serving in the log, is the environment; a kernel's runtime assert ("must be provided") is not."""
 
 from pathlib import Path
 
@@ -87,6 +89,19 @@ CASES = {
         "weight_loading",
         False,
         "high",
+    ),
+    "a_settings_bound_is_the_environment": Case(
+        "ValueError: Due to limitations of the custom LoRA CUDA kernel, max_num_batched_tokens must be <= 65528 when "
+        "LoRA is enabled.\n",
+        "environment",
+        False,
+        "low",
+    ),
+    "a_kernels_must_be_provided_assert_is_not_a_setting": Case(
+        "ERROR 05-31 19:13:08 [engine.py:164] AssertionError('seqused_k must be provided if block_table is "
+        "provided')\n",
+        "not_oom_other",
+        False,
     ),
 }
 

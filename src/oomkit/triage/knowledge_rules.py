@@ -159,6 +159,10 @@ REFUSAL = re.compile(
     r"\bnot supported\b|\bunsupported\b|\bdoes not support\b|\bdoesn't support\b|\bonly supports?\b"
     r"|\bis not applicable\b|\bnot divisible by\b|\bdivide\b.{0,60}\bevenly\b|\bInsufficient devices\b"
     r"|\bis invalid\. Valid\b|\bcannot have more than\b|\bhas no (?:\w+ ){0,2}kernel for\b"
+    # a setting's bound, as the config checks word it ("max_num_batched_tokens must be <= 65528 when LoRA is enabled",
+    # "cp_world_size must be positive", "local_world_size (16) must be less than or equal to the number of visible
+    # devices (8)")
+    r"|\bmust be (?:<=?|>=?|positive|non-negative|a multiple of|divisible by|between|at least|at most|less than|greater than|smaller than|larger than)"
     r"|\b[Pp]lease (?:try|use|install|set|upgrade|reinstall)\b|\bdo(?: not|n't) support\b"
     # a feature this backend, platform or model class does not implement (NotImplementedError, often bare)
     r"|\bNotImplementedError\b|\bnot implemented (?:for|on|in|yet)\b"
