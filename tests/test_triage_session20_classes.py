@@ -9,7 +9,9 @@ instruction is out of range") is Ascend's illegal memory access, not memory; its
 stream is HCCL's ranks waiting on each other: the network. A parameter no checkpoint tensor filled, in the older
 wording of a model's own check ("Some weights are not initialized from checkpoints"), is weight loading. A setting's
 bound as the config checks word it ("max_num_batched_tokens must be <= 65528 when LoRA is enabled"), with nothing
-placing it and no serving in the log, is the environment; a kernel's runtime assert ("must be provided") is not."""
+placing it and no serving in the log, is the environment; a kernel's runtime assert ("must be provided") is not.
+AutoWeightsLoader's "There is no module or parameter named X in Y" is weight loading when a retyped paste changed the
+quotes around X."""
 
 from pathlib import Path
 
@@ -102,6 +104,13 @@ CASES = {
         "provided')\n",
         "not_oom_other",
         False,
+    ),
+    "a_checkpoint_tensor_without_a_parameter_retyped_is_weight_loading": Case(
+        "vllm 0.28.1 report error:\n"
+        "ValueError: There is no module or parameter named :fc.weight in qwen3_5MultiTokenPredictor.\n",
+        "weight_loading",
+        False,
+        "high",
     ),
 }
 

@@ -242,7 +242,8 @@ FAILURES: tuple[Failure, ...] = (
             r"|^KeyError: '(?:\w+\.)+(?:\w*weight\w*|bias|qweight|qzeros|scales|g_idx|\w+_scale(?:_inv)?"
             r"|absmax|quant_map|nested_\w+|quant_state\.\w+|\w*_quantizer\.\w+|\w*amax)'"
             # the same, through AutoWeightsLoader (models/utils.py _load_module, every release 0.6.6-0.34)
-            r"|There is no module or parameter named '[^']+'"
+            # (a retyped paste may lose or change the quotes: "named :fc.weight in qwen3_5MultiTokenPredictor")
+            r"|There is no module or parameter named (?:'[^']+'|[\"`:]?\S+ in \w)"
             # a checkpoint tensor of another shape than the parameter it is sharded into: the weight loaders'
             # `loaded_weight.narrow(dim, start, size)` (torch's narrow check)
             r"|start \(\d+\) \+ length \(\d+\) exceeds dimension size \(\d+\)"
