@@ -11,7 +11,8 @@ wording of a model's own check ("Some weights are not initialized from checkpoin
 bound as the config checks word it ("max_num_batched_tokens must be <= 65528 when LoRA is enabled"), with nothing
 placing it and no serving in the log, is the environment; a kernel's runtime assert ("must be provided") is not.
 AutoWeightsLoader's "There is no module or parameter named X in Y" is weight loading when a retyped paste changed the
-quotes around X."""
+quotes around X. The scheduler terminating a request whose grammar rejected its sampled tokens is one request's error
+(E-REQBAD), however healthy the server around it."""
 
 from pathlib import Path
 
@@ -109,6 +110,17 @@ CASES = {
         "vllm 0.28.1 report error:\n"
         "ValueError: There is no module or parameter named :fc.weight in qwen3_5MultiTokenPredictor.\n",
         "weight_loading",
+        False,
+        "high",
+    ),
+    "a_request_whose_grammar_rejected_its_tokens_failed_on_its_own": Case(
+        '(APIServer pid=9419) INFO:     127.0.0.1:37932 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
+        "(EngineCore pid=10458) ERROR 08-09 09:58:19 [scheduler.py:1841] Unexpected: grammar rejected tokens [200028] "
+        "for request chatcmpl-8da6fc665494abe1-b5b27872. Terminating request.\n"
+        "(APIServer pid=9419) ERROR 08-09 09:58:19 [serving.py:175] Request chatcmpl-8da6fc665494abe1 failed with an "
+        "internal error during generation\n"
+        '(APIServer pid=9419) INFO:     127.0.0.1:37932 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error\n',
+        "not_oom_other",
         False,
         "high",
     ),

@@ -322,6 +322,9 @@ FAILURES: tuple[Failure, ...] = (
             # structured output: the grammar matcher refused a token sampled for the request (xgrammar backend's
             # accept_tokens, vllm/v1/structured_output/backend_xgrammar.py, 0.8-0.34)
             r"Failed to advance FSM for request"
+            # and the scheduler terminating the request over it (Scheduler.update_from_output, 0.14-0.34: "Unexpected:
+            # grammar rejected tokens [200028] for request chatcmpl-... Terminating request.")
+            r"|grammar rejected tokens \[[^\]]*\] for request"
             # a multimodal item larger than the encoder cache sized at start-up (vllm/v1/engine/processor.py and
             # input_processor.py _validate_model_input, 0.9-0.34)
             r"|which exceeds the pre-allocated encoder cache size"
@@ -332,7 +335,8 @@ FAILURES: tuple[Failure, ...] = (
         20,
         "one request failed on its own content (its grammar or its multimodal input), not on memory",
         "Failed to advance FSM for request cmpl-4eb6-0 for tokens 330. Please file an issue.",
-        "vllm/v1/structured_output/backend_xgrammar.py (XgrammarGrammar.accept_tokens); vllm/v1/engine/"
+        "vllm/v1/structured_output/backend_xgrammar.py (XgrammarGrammar.accept_tokens); vllm/v1/core/sched/scheduler.py "
+        "(update_from_output); vllm/v1/engine/"
         "processor.py, input_processor.py (_validate_model_input: encoder cache size)",
     ),
     # --- wrappers: something fatal happened; the cause is above
