@@ -143,7 +143,10 @@ CONFIG_SOURCES = re.compile(
 def template_phase(msg: str) -> tuple[str, MessageRow] | None:
     """The start-up phase of an exception vLLM raises (the issue's decision order: frames, then
     markers, then the message's template), for an exception no frame or marker places."""
-    placed = [(phase, row) for row in match_messages(msg) if (phase := _startup_phase(row)) is not None]
+    rows = match_messages(msg)
+    placed = [(phase, row) for row in rows if (phase := _startup_phase(row)) is not None]
+    if not placed and not refused_setting(msg):  # a refusal's wording says more than its package
+        placed = [(phase, row) for row in rows if row.kind == "failure" and (phase := _package_phase(row)) is not None]
     if len({phase for phase, _ in placed}) != 1:  # none, or the places that raise it disagree
         return None
     return placed[0]
@@ -190,9 +193,29 @@ def _startup_phase(row: MessageRow) -> str | None:
         return None
     if CONFIG_SOURCES.search(row.source) and row.phase in (None, "weight_loading", "environment"):
         return "environment"
-    if row.phase not in STARTUP_PHASES or _raised_in_shared_helper(row):
+    phase = row.phase if row.phase is not None else _frame_phase_of(row)
+    if phase not in STARTUP_PHASES or _raised_in_shared_helper(row):
         return None
-    return row.phase
+    return phase
+
+
+def _frame_phase_of(row: MessageRow) -> str | None:
+    """The phase of the function that raises the template in the frame table, which holds the newest release
+    where a phase's path reaches it (a template is kept from the releases it was raised in, and an old
+    release's call graph may not reach the function at the mined depth)."""
+    module, _, qualified = row.source.partition(":")
+    frame = frame_phase(module, qualified.rsplit(".", 1)[-1])
+    return frame.phase if frame is not None else None
+
+
+def _package_phase(row: MessageRow) -> str | None:
+    """A template whose function no one phase's path reaches (or the paths of several do), raised in a package that is a phase
+    (`MODULE_PHASES`: vllm/model_executor/model_loader is weight loading, vllm/distributed the network):
+    the package places it, as it places a frame there."""
+    module, _, qualified = row.source.partition(":")
+    where = f"/{module}::{qualified.rsplit('.', 1)[-1]}"
+    phase = next((phase for pattern, phase, _source in MODULE_PHASES if pattern.search(where)), None)
+    return phase if phase in STARTUP_PHASES else None
 
 
 def _raised_in_shared_helper(row: MessageRow) -> bool:

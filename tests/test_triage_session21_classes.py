@@ -1,0 +1,50 @@
+"""Classes of session 21 (issue 13). An exception that nothing in the log places, whose mined template names a
+function no one phase's path reaches (or the paths of several do), is placed by the package that raises it, as a
+frame there is: vllm/model_executor/model_loader is weight loading (`default_weight_loader`'s shape assert, which
+the roots of several phases reach), and a model class's constructor builds its layers only while the weights are
+loaded. A template mined without a phase, from releases whose call graph did not reach its function at the mined
+depth, takes the phase the frame table gives that function (`find_matched_target`, reached from
+`process_weights_after_loading` in newer releases). A refusal's wording still outranks the package: a pre-quantized
+bitsandbytes checkpoint refused with tensor parallelism is the settings, although the loader raises it."""
+
+from pathlib import Path
+
+import pytest
+from _triage_synth import Case, checked_verdict
+
+WORKER = "(Worker_TP2_EP2 pid=229) ERROR 04-29 06:49:28 [multiproc_executor.py:870] "
+
+CASES = {
+    "a_shape_assert_of_the_default_weight_loader_is_weight_loading": Case(
+        f"{WORKER}AssertionError: Attempted to load weight (torch.Size([1696, 4096])) into parameter "
+        "(torch.Size([1856, 4096]))\n",
+        "weight_loading",
+        False,
+        "low",
+    ),
+    "a_model_constructors_error_is_weight_loading": Case(
+        "RuntimeError: No Qwen3Next layer found in the model.layers.\n",
+        "weight_loading",
+        False,
+        "low",
+    ),
+    "a_template_without_a_mined_phase_takes_its_functions_frame_phase": Case(
+        "ValueError: Unable to find matching target for model.layers.0.self_attn.fused_qkv_a_proj in the "
+        "compressed-tensors config.\n",
+        "weight_loading",
+        False,
+        "low",
+    ),
+    "a_refusal_raised_by_the_loader_stays_the_environment": Case(
+        "ValueError: Prequant BitsAndBytes models with tensor parallelism is not supported. Please try with pipeline "
+        "parallelism.\n",
+        "environment",
+        False,
+        "low",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_session21_class(name: str, tmp_path: Path) -> None:
+    checked_verdict(name, CASES[name], tmp_path)
