@@ -5,7 +5,8 @@ the roots of several phases reach), and a model class's constructor builds its l
 loaded. A template mined without a phase, from releases whose call graph did not reach its function at the mined
 depth, takes the phase the frame table gives that function (`find_matched_target`, reached from
 `process_weights_after_loading` in newer releases). A refusal's wording still outranks the package: a pre-quantized
-bitsandbytes checkpoint refused with tensor parallelism is the settings, although the loader raises it."""
+bitsandbytes checkpoint refused with tensor parallelism is the settings, although the loader raises it. Docker's
+`"OOMKilled": false` (docker inspect's state of a container that was not killed for memory) is not the OOM killer."""
 
 from pathlib import Path
 
@@ -41,6 +42,17 @@ CASES = {
         "environment",
         False,
         "low",
+    ),
+    "docker_inspect_saying_not_oom_killed_is_not_an_oom": Case(
+        "2026-09-14T08:19:31.697350293Z (APIServer pid=1) INFO 09-14 08:19:31 [loggers.py:310] Engine 000: Avg prompt "
+        "throughput: 0.0 tokens/s, Avg generation throughput: 18.1 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV "
+        "cache usage: 12.8%, Prefix cache hit rate: 0.0%\n"
+        '2026-09-14T08:19:37.380351260Z (APIServer pid=1) INFO: 100.100.116.69:56946 - "POST /v1/chat/completions '
+        'HTTP/1.1" 200 OK\n'
+        "[...]\n"
+        '{\n  "Status": "exited",\n  "Running": false,\n  "OOMKilled": false,\n  "Dead": false,\n  "ExitCode": 255\n}\n',
+        "healthy",
+        False,
     ),
 }
 

@@ -180,7 +180,7 @@ MEMORY_FAILURES: tuple[Failure, ...] = (
     Failure(
         "E-KILLED",
         rx(
-            r"exit code:? 137|exit code: -9\b|Failed core proc\(s\): \{[^}]*: -9[,}]|\(SIGKILL\)|OOMKilled|Out of memory: Killed process|oom-kill|oom_reaper|^Killed$|running low on memory|ray-oom-prevention|exceeds the memory usage threshold"
+            r"exit code:? 137|exit code: -9\b|Failed core proc\(s\): \{[^}]*: -9[,}]|\(SIGKILL\)|OOMKilled(?!\"?\s*[:=]\s*\"?false)|Out of memory: Killed process|oom-kill|oom_reaper|^Killed$|running low on memory|ray-oom-prevention|exceeds the memory usage threshold"
         ),
         "oom_host",
         _OOM_CTX,
