@@ -6,7 +6,10 @@ loaded. A template mined without a phase, from releases whose call graph did not
 depth, takes the phase the frame table gives that function (`find_matched_target`, reached from
 `process_weights_after_loading` in newer releases). A refusal's wording still outranks the package: a pre-quantized
 bitsandbytes checkpoint refused with tensor parallelism is the settings, although the loader raises it. Docker's
-`"OOMKilled": false` (docker inspect's state of a container that was not killed for memory) is not the OOM killer."""
+`"OOMKilled": false` (docker inspect's state of a container that was not killed for memory) is not the OOM killer. A
+kernel family refused in so many words ("FusedMoE flashinfer kernels are only supported for Llama4") is a refusal of
+the settings. vLLM's check of the Ray cluster's GPUs against the world size, in 0.2-0.5's wording ("... available GPUs
+in the cluster") as in the newer one, is Ray's placement (E-RAYPLACE)."""
 
 from pathlib import Path
 
@@ -52,6 +55,18 @@ CASES = {
         "[...]\n"
         '{\n  "Status": "exited",\n  "Running": false,\n  "OOMKilled": false,\n  "Dead": false,\n  "ExitCode": 255\n}\n',
         "healthy",
+        False,
+    ),
+    "a_kernel_only_supported_for_another_model_is_a_refused_setting": Case(
+        "(VllmWorker TP4 pid=3020312) ERROR 09-02 08:16:39 [multiproc_executor.py:574] AssertionError: FusedMoE "
+        "flashinfer kernels are only supported for Llama4\n",
+        "environment",
+        False,
+        "low",
+    ),
+    "too_few_gpus_in_the_ray_cluster_is_rays_placement": Case(
+        "ValueError: The number of required GPUs exceeds the total number of available GPUs in the cluster.\n",
+        "network_communication",
         False,
     ),
 }

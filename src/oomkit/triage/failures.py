@@ -76,6 +76,9 @@ FAILURES: tuple[Failure, ...] = (
         rx(
             r"No available node types can fulfill resource request"
             r"|Cannot provide a placement group (?:of|requiring)"
+            # vLLM's own check of the Ray cluster's GPUs against the world size (initialize_ray_cluster: "in the
+            # cluster" in 0.2-0.5, "in the placement group" from 0.6)
+            r"|The number of required GPUs exceeds the total number of available GPUs in the (?:cluster|placement group)"
         ),
         "network",
         "network_communication",
@@ -86,7 +89,7 @@ FAILURES: tuple[Failure, ...] = (
         "(autoscaler +13s) Error: No available node types can fulfill resource request {'GPU': 1.0}. Add suitable "
         "node types to this cluster to resolve this issue.",
         "Ray autoscaler (infeasible resource request); vllm/executor/ray_utils.py (_wait_until_pg_ready, 0.6-0.10: "
-        "the placement-group wait gave up after PG_WAIT_TIMEOUT)",
+        "the placement-group wait gave up after PG_WAIT_TIMEOUT; initialize_ray_cluster: fewer GPUs than the world size)",
     ),
     Failure(
         "E-RAYWORKER",

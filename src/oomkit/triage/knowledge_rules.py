@@ -160,7 +160,7 @@ def template_phase(msg: str) -> tuple[str, MessageRow] | None:
 # which the labelling convention files under environment.
 REFUSAL = re.compile(
     r"\bnot supported\b|\bunsupported\b|\bdoes not support\b|\bdoesn't support\b|\bonly supports?\b"
-    r"|\bis not applicable\b|\bnot divisible by\b|\bdivide\b.{0,60}\bevenly\b|\bInsufficient devices\b"
+    r"|\b(?:is|are) only supported (?:for|on|with|by|in|when)\b|\bis not applicable\b|\bnot divisible by\b|\bdivide\b.{0,60}\bevenly\b|\bInsufficient devices\b"
     r"|\bis invalid\. Valid\b|\bcannot have more than\b|\bhas no (?:\w+ ){0,2}kernel for\b"
     # a setting's bound, as the config checks word it ("max_num_batched_tokens must be <= 65528 when LoRA is enabled",
     # "cp_world_size must be positive", "local_world_size (16) must be less than or equal to the number of visible
