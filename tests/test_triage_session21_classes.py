@@ -9,7 +9,9 @@ bitsandbytes checkpoint refused with tensor parallelism is the settings, althoug
 `"OOMKilled": false` (docker inspect's state of a container that was not killed for memory) is not the OOM killer. A
 kernel family refused in so many words ("FusedMoE flashinfer kernels are only supported for Llama4") is a refusal of
 the settings. vLLM's check of the Ray cluster's GPUs against the world size, in 0.2-0.5's wording ("... available GPUs
-in the cluster") as in the newer one, is Ray's placement (E-RAYPLACE)."""
+in the cluster") as in the newer one, is Ray's placement (E-RAYPLACE). A serving benchmark's summary counting the
+requests the server completed ("Successful requests: 768", vLLM's `vllm bench serve` and SGLang's bench_serving) marks
+the server serving: with no failure line, the log is healthy."""
 
 from pathlib import Path
 
@@ -67,6 +69,23 @@ CASES = {
     "too_few_gpus_in_the_ray_cluster_is_rays_placement": Case(
         "ValueError: The number of required GPUs exceeds the total number of available GPUs in the cluster.\n",
         "network_communication",
+        False,
+    ),
+    "a_benchmark_summary_of_completed_requests_is_a_serving_server": Case(
+        "============ Serving Benchmark Result ============\n"
+        "Successful requests:                     30        \n"
+        "Benchmark duration (s):                  41.92     \n"
+        "Total input tokens:                      30720     \n"
+        "Request throughput (req/s):              0.72      \n"
+        "---------------Time to First Token----------------\n"
+        "Mean TTFT (ms):                          312.55    \n",
+        "healthy",
+        False,
+        "medium",
+    ),
+    "a_benchmark_summary_without_a_completed_request_is_not": Case(
+        "============ Serving Benchmark Result ============\nSuccessful requests:                     0         \n",
+        "unknown",
         False,
     ),
 }

@@ -219,7 +219,10 @@ MARKERS: tuple[Marker, ...] = (
             # uvicorn's access log of an inference request answered with success: the API server answers only once
             # the engine is built (serve_http runs after the engine client is up), and a 2xx is the engine's output
             # (a status poll or a health check is not progress, and a failed request is a request error)
-            r'|\S+ - "POST /v1/\S+ HTTP/[\d.]+" 2\d\d\b)'
+            r'|\S+ - "POST /v1/\S+ HTTP/[\d.]+" 2\d\d\b'
+            # a serving benchmark's summary (vllm/benchmarks/serve.py, benchmark_serving.py before it, and SGLang's
+            # bench_serving print the same table) counting requests the server completed
+            r"|Successful requests:\s+[1-9]\d*\s*$)"
         ),
         "serving",
         "serving",
