@@ -193,19 +193,9 @@ def _startup_phase(row: MessageRow) -> str | None:
         return None
     if CONFIG_SOURCES.search(row.source) and row.phase in (None, "weight_loading", "environment"):
         return "environment"
-    phase = row.phase if row.phase is not None else _frame_phase_of(row)
-    if phase not in STARTUP_PHASES or _raised_in_shared_helper(row):
+    if row.phase not in STARTUP_PHASES or _raised_in_shared_helper(row):
         return None
-    return phase
-
-
-def _frame_phase_of(row: MessageRow) -> str | None:
-    """The phase of the function that raises the template in the frame table, which holds the newest release
-    where a phase's path reaches it (a template is kept from the releases it was raised in, and an old
-    release's call graph may not reach the function at the mined depth)."""
-    module, _, qualified = row.source.partition(":")
-    frame = frame_phase(module, qualified.rsplit(".", 1)[-1])
-    return frame.phase if frame is not None else None
+    return row.phase
 
 
 def _package_phase(row: MessageRow) -> str | None:
