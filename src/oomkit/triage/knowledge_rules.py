@@ -160,7 +160,8 @@ def template_phase(msg: str) -> tuple[str, MessageRow] | None:
 # which the labelling convention files under environment.
 REFUSAL = re.compile(
     r"\bnot supported\b|\bunsupported\b|\bdoes not support\b|\bdoesn't support\b|\bonly supports?\b"
-    r"|\b(?:is|are) only supported (?:for|on|with|by|in|when)\b|\bis not applicable\b|\bnot divisible by\b|\bdivide\b.{0,60}\bevenly\b|\bInsufficient devices\b"
+    r"|\bis not applicable\b|\bnot divisible by\b|\bdivide\b.{0,60}\bevenly\b|\bInsufficient devices\b"
+    r"|\b(?:is|are) only supported (?:for|on|with|by|in|when)\b"  # "FusedMoE flashinfer kernels are only supported for Llama4"
     r"|\bis invalid\. Valid\b|\bcannot have more than\b|\bhas no (?:\w+ ){0,2}kernel for\b"
     # a setting's bound, as the config checks word it ("max_num_batched_tokens must be <= 65528 when LoRA is enabled",
     # "cp_world_size must be positive", "local_world_size (16) must be less than or equal to the number of visible
@@ -199,9 +200,9 @@ def _startup_phase(row: MessageRow) -> str | None:
 
 
 def _package_phase(row: MessageRow) -> str | None:
-    """A template whose function no one phase's path reaches (or the paths of several do), raised in a package that is a phase
-    (`MODULE_PHASES`: vllm/model_executor/model_loader is weight loading, vllm/distributed the network):
-    the package places it, as it places a frame there."""
+    """A template whose function no one phase's path reaches (or the paths of several do), raised in a
+    package that is a phase (`MODULE_PHASES`: vllm/model_executor/model_loader is weight loading,
+    vllm/distributed the network): the package places it, as it places a frame there."""
     module, _, qualified = row.source.partition(":")
     where = f"/{module}::{qualified.rsplit('.', 1)[-1]}"
     phase = next((phase for pattern, phase, _source in MODULE_PHASES if pattern.search(where)), None)
