@@ -1,6 +1,7 @@
 """Failure signatures that are not memory (network, timeouts, crashes, configuration), the serving signals, and the
 wrappers; `FAILURES` is every signature in match order, the memory ones first (`failures_memory.py`), then the
-network's (`failures_network.py`), then the environment's (`failures_environment.py`); the hits the engine adds itself, not per line,
+network's (`failures_network.py`), then the environment's (`failures_environment.py`), then the readiness checks outside vLLM
+(`failures_readiness.py`); the hits the engine adds itself, not per line,
 are in `failures_added.py`."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 from oomkit.triage.failures_environment import ENVIRONMENT_FAILURES
 from oomkit.triage.failures_memory import MEMORY_FAILURES
 from oomkit.triage.failures_network import NETWORK_FAILURES
+from oomkit.triage.failures_readiness import READINESS_FAILURES
 from oomkit.triage.rules import Failure, T, V, gate, rx
 
 FAILURES: tuple[Failure, ...] = (
@@ -15,6 +17,7 @@ FAILURES: tuple[Failure, ...] = (
     # --- not memory: environment, network, timeouts, crashes, configuration
     *NETWORK_FAILURES,
     *ENVIRONMENT_FAILURES,
+    *READINESS_FAILURES,
     Failure(
         "E-READY",
         rx(
@@ -242,8 +245,13 @@ FAILURES: tuple[Failure, ...] = (
             # a checkpoint tensor the model has no parameter for: load_weights' `params_dict[name]`
             # (also the quantization state checkpoints carry beside a weight: bitsandbytes' absmax / quant_map /
             # nested_* / quant_state.*, ModelOpt's *_quantizer.* and amax)
-            r"|^KeyError: '(?:\w+\.)+(?:\w*weight\w*|bias|qweight|qzeros|scales|g_idx|\w+_scale(?:_inv)?"
-            r"|absmax|quant_map|nested_\w+|quant_state\.\w+|\w*_quantizer\.\w+|\w*amax)'"
+            # (a retyped paste may drop the quotes)
+            r"|^KeyError: '?(?:\w+\.)+(?:\w*weight\w*|bias|qweight|qzeros|scales|g_idx|\w+_scale(?:_inv)?"
+            r"|absmax|quant_map|nested_\w+|quant_state\.\w+|\w*_quantizer\.\w+|\w*amax)(?:'|$)"
+            # the same refused by name: Qwen2-VL's load_weights in 0.6 ("Unexpected weight: visual.blocks.0...") and
+            # MLX's Module.load_weights, which vllm-metal loads through ("Received 54 parameters not in model: ...",
+            # "Missing 2 parameters: ...")
+            r"|Unexpected weight: (?:\w+\.)+\w+|Received \d+ parameters not in model[:;]|Missing \d+ parameters: (?:\w+\.)+\w"
             # the same, through AutoWeightsLoader (models/utils.py _load_module, every release 0.6.6-0.34)
             # (a retyped paste may lose or change the quotes: "named :fc.weight in qwen3_5MultiTokenPredictor")
             r"|There is no module or parameter named (?:'[^']+'|[\"`:]?\S+ in \w)"
@@ -263,7 +271,8 @@ FAILURES: tuple[Failure, ...] = (
         "RuntimeError: Cannot find any model weights with `/models/vicuna-13b`",
         "vllm/model_executor/model_loader/default_loader.py (_prepare_weights); safetensors' deserialising errors; "
         "the models' load_weights (`param = params_dict[name]`, e.g. vllm/model_executor/models/llama.py); "
-        "AutoWeightsLoader._load_module (vllm/model_executor/models/utils.py)",
+        "AutoWeightsLoader._load_module (vllm/model_executor/models/utils.py); vllm/model_executor/models/qwen2_vl.py "
+        "load_weights (0.6); mlx/nn/layers/base.py Module.load_weights (strict), under vllm-metal",
     ),
     Failure(
         "E-CONFIG",
