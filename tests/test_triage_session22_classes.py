@@ -3,7 +3,11 @@
 health endpoint), with the log ending in it, is a start-up stall; any later start-up line drops it, as it drops
 vLLM's own waits. TRL's client giving up on the server is a readiness time-out. A checkpoint tensor refused by
 name is weight loading, whether the paste kept KeyError's quotes or not, in Qwen2-VL's 0.6 wording ("Unexpected
-weight: ...") or in MLX's strict load (vllm-metal: "Received 54 parameters not in model: ...")."""
+weight: ...") or in MLX's strict load (vllm-metal: "Received 54 parameters not in model: ..."). CUDA's peer-to-peer
+errors ("peer access is not supported between these two devices") are the link between the GPUs, which custom
+all-reduce and NCCL's P2P transport need, though worded as a refusal. vLLM's check that one request of max_model_len
+fits the KV cache is read in a retyped paste ("The model’s max sew len ...") and in one cut after "To serve at least
+one"."""
 
 from pathlib import Path
 
@@ -64,6 +68,22 @@ CASES = {
         "ValueError: Received 54 parameters not in model: language_model.model.layers.24.self_attn.k_norm.weight, …\n",
         "weight_loading",
         False,
+    ),
+    "gpus_that_cannot_map_each_others_memory_are_the_link_not_a_setting": Case(
+        "RuntimeError: CUDA error: peer access is not supported between these two devices\n",
+        "network_communication",
+        False,
+    ),
+    "a_retyped_kv_cache_check_is_still_the_kv_cache_check": Case(
+        "The model’s max sew len (32768) is larger than the maximum number of tokens that can be stored in KV cache "
+        "(18896). Try increasing ‘gpu_memory_utilization’ or decreasing ‘max_model_len’ when initializing the engine.\n",
+        "kv_cache_allocation",
+        True,
+    ),
+    "a_kv_cache_check_cut_after_its_first_words_is_still_the_check": Case(
+        "(EngineCore pid=401) ERROR [core.py:1140] ValueError: To serve at least one\n[...]\n",
+        "kv_cache_allocation",
+        True,
     ),
     "a_key_error_that_is_not_a_parameter_stays_a_crash": Case(
         "KeyError: layers.28.mlp.experts.w2_weight_quantizer._double_scale is not here\n",

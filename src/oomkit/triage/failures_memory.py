@@ -44,7 +44,10 @@ MEMORY_FAILURES: tuple[Failure, ...] = (
     Failure(
         "E-MAXLEN",
         rx(
-            r"To serve at least one request with the models?'s max seq len|The model's max seq len \(\d+\) is larger than the maximum number of tokens that can be stored in KV cache"
+            # (a retyped or cut paste keeps less: "The model’s max sew len (32768) is larger than ...", a line that
+            # stops at "ValueError: To serve at least one"; the rest of each wording is this check's alone)
+            r"To serve at least one(?: request with the models?.s max seq len|\s*$)"
+            r"|\bis larger than the maximum number of tokens that can be stored in KV cache"
             # the same check's figures quoted alone, or as a wrapper words them ("1.75 GiB KV cache is needed, available
             # 0.13 GiB")
             r"|\b[\d.]+ GiB KV cache is needed\b"

@@ -44,6 +44,11 @@ NETWORK_FAILURES: tuple[Failure, ...] = (
             # vLLM's custom/quick all-reduce kernels (csrc/custom_all_reduce.cuh, quickreduce): CUDACHECK prints
             # "Failed: Cuda error FILE:LINE 'text'" and exits; their IPC buffers fail across nodes or without P2P
             rf"|{CUSTOM_ALLREDUCE.pattern}"
+            # CUDA's peer-to-peer errors (cudaErrorPeerAccessUnsupported/NotEnabled/AlreadyEnabled): the GPUs cannot
+            # map each other's memory, which custom all-reduce and NCCL's P2P transport need (PCIe topology, IOMMU/ACS,
+            # a driver or VM that refuses P2P); worded as a refusal, but the link, not a setting
+            r"|peer access is not supported between these two devices|peer access (?:has not been|is already) enabled"
+            r"|cudaErrorPeerAccess\w+"
             # PyTorch's NCCL heartbeat monitor: the watchdog itself hung in a collective (ProcessGroupNCCL.cpp)
             r"|Heartbeat monitor timed out|watchdog got stuck for \d+ seconds"
             # a native crash whose faulting function is NCCL's (abseil's signal handler, via Ray, prints the PC's
