@@ -5,7 +5,8 @@ vLLM's own waits. TRL's client giving up on the server is a readiness time-out. 
 name is weight loading, whether the paste kept KeyError's quotes or not, in Qwen2-VL's 0.6 wording ("Unexpected
 weight: ...") or in MLX's strict load (vllm-metal: "Received 54 parameters not in model: ..."). CUDA's peer-to-peer
 errors ("peer access is not supported between these two devices") are the link between the GPUs, which custom
-all-reduce and NCCL's P2P transport need, though worded as a refusal. vLLM's check that one request of max_model_len
+all-reduce and NCCL's P2P transport need, though worded as a refusal. Kunlunxin's collective library (XCCL, under
+vLLM-Kunlun) reporting a failed set-up is the network, as HCCL's errors are on Ascend. vLLM's check that one request of max_model_len
 fits the KV cache is read in a retyped paste ("The model’s max sew len ...") and in one cut after "To serve at least
 one"."""
 
@@ -71,6 +72,13 @@ CASES = {
     ),
     "gpus_that_cannot_map_each_others_memory_are_the_link_not_a_setting": Case(
         "RuntimeError: CUDA error: peer access is not supported between these two devices\n",
+        "network_communication",
+        False,
+    ),
+    "kunlunxins_collective_library_failing_its_set_up_is_the_network": Case(
+        "[XCCL][util.cpp:346] dev 0 addr_window not properly set\n"
+        "[XCCL][init.cpp:1227] host 10.0.0.7 addr_window check failed\n"
+        "ValueError: [INVALID PARAMETER]: error code= 1(at .../torch_xmlir/csrc/new_xccl/XCCLUtils.hpp:53)\n",
         "network_communication",
         False,
     ),
