@@ -6,9 +6,9 @@ name is weight loading, whether the paste kept KeyError's quotes or not, in Qwen
 weight: ...") or in MLX's strict load (vllm-metal: "Received 54 parameters not in model: ..."). CUDA's peer-to-peer
 errors ("peer access is not supported between these two devices") are the link between the GPUs, which custom
 all-reduce and NCCL's P2P transport need, though worded as a refusal. Kunlunxin's collective library (XCCL, under
-vLLM-Kunlun) reporting a failed set-up is the network, as HCCL's errors are on Ascend. vLLM's check that one request of max_model_len
-fits the KV cache is read in a retyped paste ("The model’s max sew len ...") and in one cut after "To serve at least
-one"."""
+vLLM-Kunlun) failing to set up its chip-to-chip address window is the network, as HCCL's errors are on Ascend.
+vLLM's check that one request of max_model_len fits the KV cache is read in a retyped paste ("The model’s max sew
+len ...") and in one cut after "To serve at least one"."""
 
 from pathlib import Path
 
