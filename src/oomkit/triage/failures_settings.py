@@ -17,13 +17,13 @@ SETTINGS_FAILURES: tuple[Failure, ...] = (
             # (a retyped paste may drop the quotes)
             r"|^KeyError: '?(?:\w+\.)+(?:\w*weight\w*|bias|qweight|qzeros|scales|g_idx|\w+_scale(?:_inv)?"
             r"|absmax|quant_map|nested_\w+|quant_state\.\w+|\w*_quantizer\.\w+|\w*amax)(?:'|$)"
-            # the same refused by name: Qwen2-VL's load_weights in 0.6 ("Unexpected weight: visual.blocks.0...") and
-            # MLX's Module.load_weights, which vllm-metal loads through ("Received 54 parameters not in model: ...",
-            # "Missing 2 parameters: ...")
-            r"|Unexpected weight: (?:\w+\.)+\w+|Received \d+ parameters not in model[:;]|Missing \d+ parameters: (?:\w+\.)+\w"
             # the same, through AutoWeightsLoader (models/utils.py _load_module, every release 0.6.6-0.34)
             # (a retyped paste may lose or change the quotes: "named :fc.weight in qwen3_5MultiTokenPredictor")
             r"|There is no module or parameter named (?:'[^']+'|[\"`:]?\S+ in \w)"
+            # a checkpoint tensor refused by name elsewhere: Qwen2-VL's load_weights in 0.6 ("Unexpected weight:
+            # visual.blocks.0...") and MLX's Module.load_weights, which vllm-metal loads through ("Received 54
+            # parameters not in model: ...", "Missing 2 parameters: ...")
+            r"|Unexpected weight: (?:\w+\.)+\w+|Received \d+ parameters not in model[:;]|Missing \d+ parameters: (?:\w+\.)+\w"
             # a checkpoint tensor of another shape than the parameter it is sharded into: the weight loaders'
             # `loaded_weight.narrow(dim, start, size)` (torch's narrow check)
             r"|start \(\d+\) \+ length \(\d+\) exceeds dimension size \(\d+\)"
