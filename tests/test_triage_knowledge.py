@@ -206,3 +206,32 @@ def test_a_real_assertion_maps_to_the_function_that_asserts() -> None:
     assert row is not None and row.exception == "AssertionError"
     assert (row.phase, row.is_oom) == ("memory_profiling", False)
     assert row.source.endswith(":Worker.determine_available_memory")
+
+
+def test_a_modules_own_name_stays_in_its_message(tmp_path: Path) -> None:
+    # PEP 562's module __getattr__ raises "module {__name__!r} has no attribute {name!r}": the generator keeps the
+    # module's name (and `__package__`), so the template is that module's alone
+    sys.path.insert(0, str(REPO / "scripts"))
+    from vllm_knowledge.extract import read_release
+
+    module = tmp_path / "vllm" / "distributed" / "nixl_utils.py"
+    module.parent.mkdir(parents=True)
+    module.write_text(
+        "def __getattr__(name):\n"
+        '    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")\n'
+        "def load(name):\n"
+        '    raise ImportError(f"module {__package__} cannot load the plugin {name} in its own code")\n'
+    )
+    templates, _functions = read_release(tmp_path)
+    literals = sorted(t.literal[0] for t in templates)
+    assert literals == [
+        "module 'vllm.distributed.nixl_utils' has no attribute ",
+        "module vllm.distributed cannot load the plugin ",
+    ]
+
+
+def test_another_modules_missing_attribute_matches_no_vllm_module_template() -> None:
+    # CPython prints the same words for any module: a checkpoint's remote code is none of vLLM's modules
+    line = "AttributeError: module 'transformers_modules.jinaai.modeling_xlm_roberta' has no attribute 'XLMRoberta'"
+    row = match_message(line)
+    assert row is None or "has no attribute" not in row.pattern

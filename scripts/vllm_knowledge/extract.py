@@ -307,7 +307,7 @@ class _Visitor(ast.NodeVisitor):
                 if not isinstance(value, ast.Name):
                     self._add(value, level, exception)
             return
-        literal = _literal_parts(message)
+        literal = _literal_parts(message, self.module)
         if literal is None:
             return
         template = Template(tuple(literal), level, exception, self.module, ".".join(self.scope) or "<module>")
@@ -350,8 +350,11 @@ _PERCENT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\d+|\*)?(?:\.\d+)?[diouxXeEfFg
 _BRACES = re.compile(r"\{[^{}]*\}")
 
 
-def _literal_parts(node: ast.expr) -> list[str] | None:
-    """The literal text of a message expression, split where values are put in; None if unknown."""
+def _literal_parts(node: ast.expr, module: str = "") -> list[str] | None:
+    """The literal text of a message expression, split where values are put in; None if unknown.
+    `module`: the file's path in the wheel, so that `__name__` and `__package__` keep their values (PEP 562's module
+    `__getattr__` raises "module {__name__!r} has no attribute {name!r}": with the name kept, the template is that
+    module's alone, not every "module ... has no attribute" that CPython or another package prints)."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return _PERCENT.split(node.value)
     if isinstance(node, ast.JoinedStr):
@@ -359,13 +362,15 @@ def _literal_parts(node: ast.expr) -> list[str] | None:
         for value in node.values:
             if isinstance(value, ast.Constant) and isinstance(value.value, str):
                 parts[-1] += value.value
+            elif (name := _module_field(value, module)) is not None:
+                parts[-1] += name
             else:
                 parts.append("")
         return parts
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
-        return _literal_parts(node.left)
+        return _literal_parts(node.left, module)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _literal_parts(node.left), _literal_parts(node.right)
+        left, right = _literal_parts(node.left, module), _literal_parts(node.right, module)
         if left is None and right is None:
             return None
         return (left or [""])[:-1] + [(left or [""])[-1] + (right or [""])[0]] + (right or [""])[1:]
@@ -378,6 +383,27 @@ def _literal_parts(node: ast.expr) -> list[str] | None:
     ):
         return _BRACES.split(node.func.value.value)
     return None
+
+
+def _module_field(value: ast.expr, module: str) -> str | None:
+    """The text an f-string field prints when it is the module's own `__name__` or `__package__` (known from its
+    file: "vllm/distributed/nixl_utils.py" is `vllm.distributed.nixl_utils` in package `vllm.distributed`);
+    None for any other field, or one with a format spec."""
+    if not (
+        module
+        and isinstance(value, ast.FormattedValue)
+        and isinstance(value.value, ast.Name)
+        and value.format_spec is None
+        and value.conversion in (-1, ord("r"), ord("s"))
+    ):
+        return None
+    dotted = module.removesuffix(".py").replace("/", ".")
+    package = dotted.removesuffix(".__init__") if dotted.endswith(".__init__") else dotted.rpartition(".")[0]
+    names = {"__name__": dotted.removesuffix(".__init__"), "__package__": package}
+    text = names.get(value.value.id)
+    if text is None:
+        return None
+    return repr(text) if value.conversion == ord("r") else text
 
 
 def phase_of_functions(functions: list[FunctionInfo]) -> dict[tuple[str, str], tuple[str, str, int, tuple[str, ...]]]:

@@ -87,6 +87,11 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # Habana's runtime finding no Gaudi to acquire (habana_frameworks hpu init: "synStatus=8 [Device not found]
             # Device acquire failed."), as "No CUDA GPUs are available" on NVIDIA
             r"|synStatus=\d+ \[Device not found\]|Device acquire failed"
+            # an exception naming a library, kernel build, backend or device the installation lacks (vLLM's "NIXL is
+            # not available", "vllm_flashmla_C is not available, likely was not compiled", "DeepGEMM backend is not
+            # available", TRL's "The requested device for vllm (cuda:1) is not available"): bounded to the exception
+            # line's own message
+            r"|(?:Runtime|Value|Import|Assertion|OS)Error: [^\n]{0,120}?\b(?:is|are) not available\b"
         ),
         "environment",
         "environment",

@@ -141,8 +141,13 @@ MEMORY_FAILURES: tuple[Failure, ...] = (
             # ".../CUDACachingAllocator.cpp":1131". Not the nvmlInit_v2_() assert, which fails at start.
             r"|NVML_SUCCESS == r INTERNAL ASSERT FAILED"
             # the caching allocator's warning when an allocation fails with OOM (c10/cuda/CUDACachingAllocator.cpp:
-            # "memory allocation failed with OOM on device 0 while trying to allocate N bytes (free: F, total: T)")
-            r"|memory allocation failed with OOM on device \d+"
+            # "memory allocation failed with OOM on device 0 while trying to allocate N bytes (free: F, total: T)"), and
+            # its expandable segments' twin when mapping more physical memory into a segment fails ("expandable_segments:
+            # memory mapping failed with OOM on device 0 while trying to map 20971520 bytes (free: ..., total: ...)")
+            r"|memory (?:allocation|mapping) failed with OOM on device \d+"
+            # Intel Gaudi's PyTorch bridge when the device workspace cannot be allocated (synapse_helpers:
+            # PT_SYNHELPER_FATAL("workspace Allocation of size ::", size, " failed!"))
+            r"|workspace Allocation of size ::\d+ failed"
             # vLLM's own allocator for sleep mode (csrc/cumem_allocator.cpp, CUDA_CHECK of cuMemCreate/cuMemMap):
             # "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62"
             r"|CUDA Error: out of memory at \S*cumem_allocator"

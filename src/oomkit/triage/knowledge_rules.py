@@ -166,6 +166,11 @@ REFUSAL = re.compile(
     # "cp_world_size must be positive", "local_world_size (16) must be less than or equal to the number of visible
     # devices (8)")
     r"|\bmust be (?:<=?|>=?|positive|non-negative|a multiple of|divisible by|between|at least|at most|less than|greater than|smaller than|larger than)"
+    # the same bound written as a range ("When using LoRA, vocab size must be 32000 >= vocab_size <= 33024")
+    r"|\bmust be -?\d[\d,.]* ?[<>]=?"
+    # a feature not implemented yet, in the wording of early quantization configs ("GGUF quantization hasn't supported
+    # tensor parallelism yet")
+    r"|\bha(?:s|ve)(?:n't| not) (?:yet )?(?:been )?supported\b"
     r"|\b[Pp]lease (?:try|use|install|set|upgrade|reinstall)\b|\bdo(?: not|n't) support\b"
     # a feature this backend, platform or model class does not implement (NotImplementedError, often bare)
     r"|\bNotImplementedError\b|\bnot implemented (?:for|on|in|yet)\b"
@@ -177,6 +182,9 @@ REFUSAL = re.compile(
     # or a model config without a field the installed code reads (a config class from another Transformers or vLLM
     # release, or a checkpoint's own config class)
     r"|'\w*Config' object has no attribute '"
+    # or a checkpoint's own code (trust_remote_code, loaded as transformers_modules.*) without a class the installed
+    # Transformers or vLLM asks it for: the model's code and the library come from releases that do not go together
+    r"|module 'transformers_modules\.[^']*' has no attribute '"
     # or vLLM's engine objects without an attribute a wrapper reads (FastChat's worker reading AsyncLLMEngine's `.engine`
     # from V1's AsyncLLM, a trainer reaching V0's `llm_engine.model_executor` on V1): the wrapper's release, not vLLM's
     r"|'(?:LLM|LLMEngine|AsyncLLMEngine|AsyncLLM|MQLLMEngineClient|\w*EngineCoreClient)' object has no attribute '",

@@ -25,7 +25,7 @@ def decide(t: Triage) -> Verdict:
     if fatal:
         return _from_hit(t, max(fatal, key=lambda h: h.rule.rank), hits)
     died = next((h for h in hits if h.rule.cls == "died"), None)
-    if died:
+    if died and not _raised_before(died, hits):
         return _vanished(t, died, hits)
     wrappers = [h for h in hits if h.rule.cls in ("wrapper", "exception")]
     wrappers = wrappers or [h for h in hits if h.rule.cls == "dump"]  # the step's input dump: it raised
@@ -219,6 +219,15 @@ def _budget(t: Triage) -> float | None:
     """The gpu_memory_utilization fraction from the log's printed settings (None when not printed)."""
     value = t.facts.args.get("gpu_memory_utilization", t.facts.figures.get("gpu_memory_utilization"))
     return float(value) if isinstance(value, int | float) and 0 < value <= 1 else None
+
+
+def _raised_before(died: Hit, hits: list[Hit]) -> bool:
+    """An exception line earlier in the same file than a process's death: the process logged its cause (Python
+    printed the exception it died of) before the parent reported it gone."""
+    return any(
+        h.rule.cls == "exception" and h.evidence.file == died.evidence.file and h.evidence.line < died.evidence.line
+        for h in hits
+    )
 
 
 def _vanished(t: Triage, died: Hit, hits: list[Hit]) -> Verdict:
