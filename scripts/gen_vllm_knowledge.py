@@ -26,7 +26,7 @@ from vllm_knowledge.source import fetch_source, release_versions  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "src" / "oomkit" / "data" / "vllm_knowledge"
 # 3: messages built in a local name first (`msg = f"..."; raise ValueError(msg)`); 4: `assert cond, msg` messages;
-# 5: a module's own `__name__` kept in its messages (module `__getattr__`)
+# 5: a module's own `__name__` and `__package__` kept in its messages (module `__getattr__`)
 GENERATOR_VERSION = 5
 SHARED = "shared"  # the phase of a frame the roots of several phases reach: it places nothing
 MODEL_EXECUTION = {"memory_profiling", "cudagraph_capture", "serving"}  # steps that run the model's forward
