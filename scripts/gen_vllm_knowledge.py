@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "src" / "oomkit" / "data" / "vllm_knowledge"
 # 3: messages built in a local name first (`msg = f"..."; raise ValueError(msg)`); 4: `assert cond, msg` messages;
 # 5: a module's own `__name__` and `__package__` kept in its messages (module `__getattr__`)
-GENERATOR_VERSION = 5
+GENERATOR_VERSION = 6
 SHARED = "shared"  # the phase of a frame the roots of several phases reach: it places nothing
 MODEL_EXECUTION = {"memory_profiling", "cudagraph_capture", "serving"}  # steps that run the model's forward
 KEPT_LEVELS = {"warning", "warn", "error", "exception", "critical"}

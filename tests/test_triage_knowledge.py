@@ -13,7 +13,7 @@ import pytest
 from conftest import CPU_LOGS
 
 from oomkit.triage import analyse
-from oomkit.triage.knowledge import frame_phase, known_versions, match_message
+from oomkit.triage.knowledge import _tables, frame_phase, known_versions, match_message, match_messages
 from oomkit.triage.knowledge_rules import source_frames_phase, template_phase
 
 REPO = Path(__file__).resolve().parent.parent
@@ -179,19 +179,27 @@ def test_a_lone_wrapper_is_unknown_not_a_guess(tmp_path: Path) -> None:
     assert (verdict.phase, verdict.is_oom, verdict.confidence) == ("unknown", False, "low")
 
 
-def test_an_assert_message_is_mined_as_an_assertion_error(tmp_path: Path) -> None:
-    # `assert cond, msg` raises AssertionError(msg): the generator keeps its message as it keeps a raise's
+def _mined(tmp_path: Path, module: str, source: str) -> list:
+    """The templates the generator mines from one module of a release tree made here."""
     sys.path.insert(0, str(REPO / "scripts"))
     from vllm_knowledge.extract import read_release
 
-    module = tmp_path / "vllm" / "worker.py"
-    module.parent.mkdir()
-    module.write_text(
+    path = tmp_path / module
+    path.parent.mkdir(parents=True)
+    path.write_text(source)
+    templates, _functions = read_release(tmp_path)
+    return templates
+
+
+def test_an_assert_message_is_mined_as_an_assertion_error(tmp_path: Path) -> None:
+    # `assert cond, msg` raises AssertionError(msg): the generator keeps its message as it keeps a raise's
+    templates = _mined(
+        tmp_path,
+        "vllm/worker.py",
         "def determine_available_memory(free, total):\n"
         '    assert free < total, f"Error in memory profiling. Initial free memory {free} GiB, current {total}"\n'
-        "    assert free\n"
+        "    assert free\n",
     )
-    templates, _functions = read_release(tmp_path)
     assert [(t.exception, t.function) for t in templates] == [("AssertionError", "determine_available_memory")]
     assert templates[0].literal[0] == "Error in memory profiling. Initial free memory "
 
@@ -211,18 +219,14 @@ def test_a_real_assertion_maps_to_the_function_that_asserts() -> None:
 def test_a_modules_own_name_stays_in_its_message(tmp_path: Path) -> None:
     # PEP 562's module __getattr__ raises "module {__name__!r} has no attribute {name!r}": the generator keeps the
     # module's name (and `__package__`), so the template is that module's alone
-    sys.path.insert(0, str(REPO / "scripts"))
-    from vllm_knowledge.extract import read_release
-
-    module = tmp_path / "vllm" / "distributed" / "nixl_utils.py"
-    module.parent.mkdir(parents=True)
-    module.write_text(
+    templates = _mined(
+        tmp_path,
+        "vllm/distributed/nixl_utils.py",
         "def __getattr__(name):\n"
         '    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")\n'
         "def load(name):\n"
-        '    raise ImportError(f"module {__package__} cannot load the plugin {name} in its own code")\n'
+        '    raise ImportError(f"module {__package__} cannot load the plugin {name} in its own code")\n',
     )
-    templates, _functions = read_release(tmp_path)
     literals = sorted(t.literal[0] for t in templates)
     assert literals == [
         "module 'vllm.distributed.nixl_utils' has no attribute ",
@@ -235,3 +239,56 @@ def test_another_modules_missing_attribute_is_placed_by_no_vllm_module_template(
     # module's own template (vllm/distributed/nixl_utils.py's, the network) places it
     line = "AttributeError: module 'transformers_modules.jinaai.modeling_xlm_roberta' has no attribute 'XLMRoberta'"
     assert template_phase(line) is None
+
+
+def test_a_message_is_mined_as_the_line_it_prints(tmp_path: Path) -> None:
+    # Triage reads a log line by line, and log writers and pastes drop a line's trailing whitespace: a message
+    # that ends in a space or holds a newline is matched on the printed line, not on text no line can hold
+    templates = _mined(
+        tmp_path,
+        "vllm/worker.py",
+        "def select_block(size):\n"
+        '    raise ValueError(f"No common block size for {size}. ")\n'
+        "def choose_kernel(reasons):\n"
+        '    raise ValueError("Failed to find a kernel for the layer. Reasons: \\n" + reasons)\n'
+        "def verify(task):\n"
+        '    raise ValueError(f"""\\n        pooling_task required for `LLM.encode`.\\n        Use {task}.""")\n',
+    )
+    patterns = {t.function: t.pattern for t in templates}
+    assert patterns == {
+        "select_block": r"No\ common\ block\ size\ for\ .*?\.",
+        "choose_kernel": r"Failed\ to\ find\ a\ kernel\ for\ the\ layer\.\ Reasons:",
+        "verify": r"pooling_task\ required\ for\ `LLM\.encode`\.",
+    }
+
+
+@pytest.mark.parametrize(
+    ("line", "phase", "function"),
+    [
+        # vLLM 0.11-0.34: no attention kernel takes the KV manager's block size (raised while the KV cache is set up)
+        ("ValueError: No common block size for 128.", "kv_cache_allocation", "select_common_block_size"),
+        # vLLM 0.7-0.34: the quantized layer's kernel is chosen while the model is built; the reasons follow on
+        # the next lines
+        (
+            "ValueError: Failed to find a kernel that can implement the WNA16 linear layer. Reasons:",
+            "weight_loading",
+            "choose_mp_linear_kernel",
+        ),
+        # vLLM 0.6.4-0.7: the V0 worker's profiling summary, whose second line starts with "the current vLLM
+        # instance can use"
+        (
+            "INFO 01-20 10:00:00 worker.py:232] Memory profiling takes 4.55 seconds",
+            "memory_profiling",
+            "Worker.determine_num_available_blocks",
+        ),
+    ],
+)
+def test_a_real_printed_line_matches_its_template(line: str, phase: str, function: str) -> None:
+    rows = match_messages(line)
+    assert rows, line
+    assert any(row.phase == phase and row.source.endswith(":" + function) for row in rows), rows
+
+
+def test_no_mined_pattern_holds_a_newline() -> None:
+    # A pattern with a newline could never match one log line (the generator keeps one printed line per message)
+    assert not [row.id for row in _tables().messages if "\n" in row.pattern]

@@ -223,11 +223,44 @@ class Template:
 
     @property
     def pattern(self) -> str:
-        return ".*?".join(re.escape(part) for part in self.literal if part)
+        return ".*?".join(re.escape(part) for part in self.matched_line if part)
 
     @property
     def literal_chars(self) -> int:
-        return sum(len(part.strip()) for part in self.literal)
+        return sum(len(part.strip()) for part in self.matched_line)
+
+    @property
+    def matched_line(self) -> tuple[str, ...]:
+        """The fragments of the one printed line the pattern matches. Triage reads a log line by line,
+        so a message with newlines is matched on its first line that has enough literal text (a
+        pattern holding a newline could never match). Log writers and pastes drop a line's trailing
+        whitespace (vLLM's "No common block size for {n}. " prints as "... for 128."), and a pasted
+        continuation line may lose its indent, so a line ends and starts at visible characters."""
+        lines = _printed_lines(self.literal)
+        chosen = next((ln for ln in lines if _chars(ln) >= MIN_LITERAL_CHARS), max(lines, key=_chars))
+        return chosen
+
+
+def _chars(fragments: tuple[str, ...]) -> int:
+    return sum(len(part.strip()) for part in fragments)
+
+
+def _printed_lines(literal: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """Split a message's literal fragments (placeholders between them) into printed lines, each a
+    tuple of fragments. A line's last fragment is right-stripped when literal text ends it (an empty
+    last fragment means a placeholder ends it), and a line after a newline is left-stripped."""
+    lines: list[list[str]] = [[]]
+    for part in literal:
+        pieces = part.split("\n")
+        lines[-1].append(pieces[0])
+        lines.extend([piece] for piece in pieces[1:])
+    out = []
+    for index, line in enumerate(lines):
+        if index > 0:
+            line[0] = line[0].lstrip()
+        line[-1] = line[-1].rstrip()
+        out.append(tuple(line))
+    return out
 
 
 @dataclass(frozen=True)

@@ -353,8 +353,11 @@ FAILURES: tuple[Failure, ...] = (
     Failure(
         "E-EXC",
         # also an exception's repr, which V0's multiprocessing engine logs ("NotImplementedError('...')"), and as
-        # Triton's Python backend reports a model's failed initialize() (pb_stub.cc "Failed to initialize Python stub")
-        rx(r"^(?:Failed to initialize Python stub: )?(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)(?::|$|\(['\"])"),
+        # Triton's Python backend reports a model's failed initialize() (pb_stub.cc "Failed to initialize Python stub"),
+        # and as a paste in a Markdown thread may set it, bold or as code ("**ValueError: ...**", "`KeyError: 'x'`")
+        rx(
+            r"^(?:Failed to initialize Python stub: )?(?:\*\*|`)?(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)(?::|$|\(['\"])"
+        ),
         "exception",
         None,
         False,

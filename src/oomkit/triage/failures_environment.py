@@ -24,6 +24,13 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             r"|only supported (?:on|in|by) (?:Hopper|Blackwell|Ampere|Ada|SM ?\d+|sm_?\d+|FlashAttention ?\d|FA ?\d|CUDA\b|ROCm|XPU)"
             r"|not supported on the current device|Unsupported (?:GPU |CUDA |SM )?architecture\b"
             r"|Failed to load NCCL library|Cannot re-initialize CUDA in forked subprocess"
+            # CPython's multiprocessing refusing how the program starts vLLM's worker processes: from a daemonic
+            # pool worker (process.py BaseProcess.start's assert) or, under spawn, from a script without a
+            # `if __name__ == "__main__":` guard (spawn.py _check_not_importing_main, a message CPython breaks over
+            # lines: "An attempt has been made to start a new process before the" / "current process has finished
+            # its bootstrapping phase.")
+            r"|daemonic processes are not allowed to have children"
+            r"|An attempt has been made to start a new process before the|process has finished its bootstrapping phase"
             # Triton refusing a dtype the GPU lacks ("type fp8e4nv not supported in this architecture"), a kernel not
             # built for the GPU's generation ("block scaled fp8 gemm is not implemented for Blackwell")
             r"|not supported in this architecture|not implemented for (?:Blackwell|Hopper|Ampere|Ada|Turing|Volta|SM ?\d+|sm_?\d+)\b"
@@ -164,6 +171,10 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # Transformers unable to read the model's config or tokenizer (configuration_utils.py get_config_dict,
             # tokenization_utils_base.py from_pretrained: a wrong name or path, no access, a release too old for it)
             r"|Can't load (?:the configuration|tokenizer) (?:of|for) '"
+            # Transformers' file lookup for a model's config, tokenizer or processor file that is not in its folder or
+            # repository (utils/hub.py cached_file: "X does not appear to have a file named config.json"); vLLM finds
+            # and reads the weights itself and words their absence otherwise
+            r"|does not appear to have a file named "
             # and vLLM's own wrapper of that failure (transformers_utils/tokenizer.py get_tokenizer, 0.2-0.5: "Failed to
             # load the tokenizer. If the tokenizer is a custom tokenizer ... consider setting trust_remote_code")
             r"|Failed to load the tokenizer\. If the tokenizer is a custom tokenizer"

@@ -162,6 +162,9 @@ REFUSAL = re.compile(
     r"|\bis not applicable\b|\bnot divisible by\b|\bdivide\b.{0,60}\bevenly\b|\bInsufficient devices\b"
     r"|\b(?:is|are) only supported (?:for|on|with|by|in|when)\b"  # "FusedMoE flashinfer kernels are only supported for Llama4"
     r"|\bis invalid\. Valid\b|\bcannot have more than\b|\bhas no (?:\w+ ){0,2}kernel for\b"
+    # a name outside the choices it lists ("Unknown attention backend: 'ASCEND'. Valid options are: FLASH_ATTN, ...",
+    # the KV-cache dtype and audio-language checks' "Valid values are" and "Valid choices are")
+    r"|\bValid (?:options|values|choices) are\b"
     # a setting's bound, as the config checks word it ("max_num_batched_tokens must be <= 65528 when LoRA is enabled",
     # "cp_world_size must be positive", "local_world_size (16) must be less than or equal to the number of visible
     # devices (8)")

@@ -19,6 +19,7 @@ from oomkit.logs.line import parse_line
 from oomkit.logs.reader import Gaps
 from oomkit.triage import facts, failures, figures, frames, markers
 from oomkit.triage.literals import Need, ere_pattern, key_pattern, required_literals
+from oomkit.triage.stats import STATS_HEAD
 
 SERVE_MARKER = next(m for m in markers.MARKERS if m.id == "R-SERVE")
 # Stats lines worth reading one by one: what StatsAggregate counts as full (KV cache >= FULL_KV_PCT
@@ -103,6 +104,25 @@ GPU_KV_PEAK = re.compile(rb"GPU KV cache usage: ([\d.]+)%")
 MAX_SERVE_TRIES = 64
 
 
+def _stats_line(data: bytes, at: int, *, forward: bool) -> tuple[int, list[int]]:
+    """The start of the first (or last) line from the tag found at `at` whose message is a stats line,
+    and the starts of the lines with the tag passed on the way (up to MAX_SERVE_TRIES; then the last
+    one tried, as before)."""
+    passed: list[int] = []
+    start = data.rfind(b"\n", 0, at) + 1
+    for _ in range(MAX_SERVE_TRIES):
+        stop = data.find(b"\n", start)
+        stop = stop if stop >= 0 else len(data)
+        if STATS_HEAD.search(parse_line(data[start:stop].decode("utf-8", "replace")).msg):
+            return start, passed
+        found = data.find(STATS_TAG, stop) if forward else data.rfind(STATS_TAG, 0, max(start - 1, 0))
+        if found < 0:
+            break
+        passed.append(start)
+        start = data.rfind(b"\n", 0, found) + 1
+    return start, passed
+
+
 def _first_serve_line(data: bytes, end: int) -> int | None:
     """The start of the first request line before `end` that places the serving marker, as reading every line
     would find it: a line whose prefix did not parse (an excerpt's first line cut mid-word) carries the literal
@@ -139,10 +159,13 @@ class PeriodicLines:
         if serve is not None:
             starts.add(serve)
         if first >= 0:
-            last = data.rfind(STATS_TAG)
-            starts.update((data.rfind(b"\n", 0, first) + 1, data.rfind(b"\n", 0, last) + 1))
+            # The first and last lines that parse as stats lines, as reading every line finds them; a line holding
+            # the tag mid-way (a progress bar with a stats line run on after it) is read as it is, before them.
+            head, passed = _stats_line(data, first, forward=True)
+            tail, passed_back = _stats_line(data, data.rfind(STATS_TAG), forward=False)
+            starts.update(passed + passed_back + [head, tail])
             stats_lines = STATS_REST.findall(data)  # the stats lines' text only: the peaks come from these
-            skipped = len(stats_lines) - (1 if first == last else 2)
+            skipped = len(stats_lines) - len(set(passed + passed_back + [head, tail]))
             if skipped > 0:
                 self.skipped_stats += skipped
                 self._peaks(b"\n".join(stats_lines))
