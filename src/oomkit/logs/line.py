@@ -61,6 +61,9 @@ PY_BASIC = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<name>[
 # A reporter's Markdown quote ("> ValueError: ...") and torch.distributed's per-rank prefix on the lines a rank
 # prints ("[rank0]: Traceback ...", as the corpus's logs show it): both before the text.
 QUOTED = re.compile(r"^(?:>+ ?)+(?=\S)")
+# pytest's report of a failing test marks the exception's lines with "E" and an indent ("E       AssertionError: ...");
+# vLLM's own tests and CI jobs paste that way. glog's "E1027 15:54:53" has no space after the letter.
+PYTEST_E = re.compile(r"^E {3,}(?=\S)")
 RANK = re.compile(r"^\[rank(?P<rank>\d{1,5})\]:\s?")
 # glog/Abseil's C++ prefix, "E1216 02:12:49.624646 179 model.py:248] msg" (level letter, month and day, time, thread
 # id, source), which the programs around vLLM print: Triton's Python backend (which quotes the message: "[vllm] ..."),
@@ -167,6 +170,8 @@ def parse_line(raw: str, file: str = "-", line: int = 0) -> Record:
     body, proc, pid = text.lstrip(), None, None  # a quoted or indented paste: the header is after the indent
     if body.startswith(">"):
         body = QUOTED.sub("", body, count=1)
+    elif body.startswith("E  ") and (m := PYTEST_E.match(body)):
+        body = body[m.end() :]
     if body.startswith("[rank") and (m := RANK.match(body)):
         proc, body = f"rank{m.group('rank')}", body[m.end() :]
     for _ in range(2):  # ≥0.34 Ray lines can carry two prefixes; ≥0.32 the prefix may follow a VLLM_LOGGING_PREFIX

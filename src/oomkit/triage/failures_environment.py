@@ -127,6 +127,33 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
         "backend')",
     ),
     Failure(
+        "E-HUB",
+        # The model's files could not be fetched: the Hub refused the credentials (a gated or private repository, no
+        # token), could not be reached (no network, a proxy, TLS, offline mode with nothing cached), or has no such
+        # repository. Only raised forms: huggingface_hub retries a request and logs each failed try, and vLLM logs
+        # "Error retrieving safetensors" and goes on, so neither is a failure on its own.
+        rx(
+            r"Cannot access gated repo for url |You are trying to access a gated repo|Access to model \S+ is restricted\."
+            r"|We couldn't connect to '?https://huggingface\.co|is not a local folder and is not a valid model identifier"
+            r"|^(?:[\w.]+\.)?(?:GatedRepoError|RepositoryNotFoundError|RevisionNotFoundError|LocalEntryNotFoundError"
+            r"|OfflineModeIsEnabled)\b"
+            r"|^(?:[\w.]+\.)?(?:MaxRetryError|ConnectTimeout|ConnectionError|SSLError|ReadTimeout|ProxyError)\b.*?"
+            r"host='(?:huggingface\.co|hf-mirror\.com|cdn-lfs[\w.-]*|(?:www\.)?modelscope\.cn)'"
+        ),
+        "environment",
+        "environment",
+        False,
+        70,
+        "the model's files could not be fetched from the Hub: a gated or private repository without a token, no "
+        "network or proxy to it, TLS, or offline mode with nothing cached; fix access or point at a local copy",
+        "OSError: You are trying to access a gated repo.",
+        "huggingface_hub/errors.py (GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError, "
+        "LocalEntryNotFoundError, OfflineModeIsEnabled); transformers/utils/hub.py cached_file ('You are trying to "
+        "access a gated repo', 'We couldn't connect to', 'is not a local folder and is not a valid model identifier'); "
+        "huggingface_hub/utils/_http.py hf_raise_for_status ('Cannot access gated repo for url', 'Access to model ... "
+        "is restricted'); requests/urllib3 connection errors naming the Hub's host",
+    ),
+    Failure(
         "E-SIGNATURE",
         # CPython's TypeError when a call does not fit the callee's signature: one package calling another of a
         # release whose signature changed (a wrapper and the vLLM it drives, vLLM and a kernel library, a plugin

@@ -158,6 +158,10 @@ MEMORY_FAILURES: tuple[Failure, ...] = (
             # Ascend CANN's error code for a failed device allocation (rtMalloc), which torch_npu prints above its
             # own "ERR00100 PTA call acl api failed" ("Memory_Allocation_Failure(EL0004): Failed to allocate memory")
             r"|Memory_Allocation_Failure\(EL0004\)"
+            # Apple's Metal when a command buffer fails for lack of GPU memory, as MLX (vllm-metal's array library)
+            # raises it: "[METAL] Command buffer execution failed: Insufficient Memory
+            # (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)"
+            r"|Command buffer execution failed: Insufficient Memory|kIOGPUCommandBufferCallbackErrorOutOfMemory"
         ),
         "oom",
         _OOM_CTX,
@@ -167,7 +171,7 @@ MEMORY_FAILURES: tuple[Failure, ...] = (
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.75 GiB. GPU 0 has a total capacity of 79.19 GiB",
         f"{V} §3 E-TORCHOOM/E-OOMOTHER; torch_npu (vllm-ascend) 'NPU out of memory'; XLA RESOURCE_EXHAUSTED "
         "(tensorflow/compiler/xla: 'Attempting to allocate/reserve ... That was not possible'; TPU compile-time "
-        "'CompileTimeScopedVmemOom'); tt-metal tt_metal/impl/allocator/bank_manager.cpp ('Out of Memory: Not enough "
+        "'CompileTimeScopedVmemOom'); MLX on Apple Metal ('Command buffer execution failed: Insufficient Memory'); tt-metal tt_metal/impl/allocator/bank_manager.cpp ('Out of Memory: Not enough "
         "space to allocate'); PyTorch's allocator's NVML assert on its OOM path (pytorch/pytorch#112377, #185240; "
         "fal-ai/fal#478); the NVIDIA driver's NV_ERR_NO_MEMORY (open-gpu-kernel-modules src/common/sdk/nvidia/inc/"
         "nvstatuscodes.h); Ascend CANN's EL0004 Memory_Allocation_Failure",
