@@ -3,9 +3,13 @@ daemonic pool worker, or under spawn from a script without a `__main__` guard) i
 lookup of a config or tokenizer file that the model's folder lacks ("does not appear to have a file named
 config.json"). A name outside the choices an exception lists ("Unknown attention backend: 'ASCEND'. Valid options are:
 ...") is a refused setting. An exception line set in Markdown bold or as code in a pasted thread ("**ValueError: ...")
-is still the exception, as is one in pytest's report of a failing test ("E       AssertionError: ..."). The Hub refusing or failing to serve the model's files (a gated repository without a token, no
-network or TLS to huggingface.co, offline mode with nothing cached) is the environment, in its raised forms only: the
-Hub client's logged retries and vLLM's "Error retrieving safetensors" are not failures on their own."""
+is still the exception, as is one in pytest's report of a failing test ("E       AssertionError: ..."). The Hub
+refusing or failing to serve the model's files (a gated repository without a token, no network or TLS to
+huggingface.co, offline mode with nothing cached) is the environment, in its raised forms only: the Hub client's logged
+retries and vLLM's "Error retrieving safetensors" are not failures on their own. Apple Metal failing a command buffer
+for lack of memory, as MLX (vllm-metal's array library) raises it, is an out-of-memory line (alone, it gets the lone
+OOM's likeliest phase at low confidence), and libtpu unable to open a TPU that another process holds is the
+environment."""
 
 from pathlib import Path
 
@@ -91,6 +95,12 @@ CASES = {
         "weight_loading",
         True,
         "low",
+    ),
+    "a_tpu_another_process_holds_is_the_environment": Case(
+        "RuntimeError: Bad StatusOr access: UNKNOWN: TPU initialization failed: open(/dev/vfio/0): Device or resource "
+        "busy: Device or resource busy; Couldn't open iommu group /dev/vfio/0\n",
+        "environment",
+        False,
     ),
     "a_plain_exception_without_a_choice_list_stays_a_crash": Case(
         "ValueError: max() arg is an empty sequence\n",

@@ -13,6 +13,9 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             r"cudaGetDeviceCount|Error 80[0-9]\b|forward compatibility was attempted|system not yet initialized|CUDA driver version is insufficient|NVIDIA driver on your system is too old|no kernel image is available for execution|No CUDA GPUs are available|Failed to infer device type|libcuda\.so|undefined symbol|GLIBC_\d|Failed to initialize NVML|NVML Shared Library Not Found|Driver/library version mismatch|[Ff]abric ?[Mm]anager|No package metadata was found for vllm|[Aa]ddress already in use|requires (?:a GPU with )?compute capability|not supported on (?:this|your) (?:GPU|device|platform)|ModuleNotFoundError: No module named|ImportError: |compute capability (?:below|of at least|>=)|only supports? (?:Ampere|Hopper)|HIP error: invalid device function|'_OpNamespace' '_\w+' object has no attribute|Torch not compiled with CUDA enabled|Too large swap space|cannot open shared object file|Version mismatch: The cluster was started with"
             r"|No platform detected, vLLM is running on UnspecifiedPlatform"
             r"|no CUDA-capable device is detected|CUDA-capable device\(s\) is/are busy or unavailable|invalid device ordinal"
+            # libtpu unable to open the TPU (another process holds it, or the VM has none): "TPU initialization failed:
+            # open(/dev/vfio/0): Device or resource busy"
+            r"|TPU initialization failed: "
             r"|CUDA driver is a stub library|system has unsupported display driver|PTX was compiled with an unsupported toolchain"
             r"|Found no NVIDIA driver on your system|CUDA unknown error - this may be due to an incorrectly set up environment"
             r"|(?i:cuda) call failed lazily at initialization|Failed to find C compiler|Python\.h: No such file"
