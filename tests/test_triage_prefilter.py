@@ -204,12 +204,13 @@ def test_a_stats_line_run_on_after_a_progress_bar_is_read_as_it_is(tmp_path):
     # mid-way and is no stats line, so the first stats line (the serving marker) is the next one, on both paths
     v0 = (
         "INFO 08-09 03:02:{s:02d} metrics.py:406] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: "
-        "0.0 tokens/s, Running: 0 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 0.0%, CPU KV cache "
+        "0.0 tokens/s, Running: 0 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: {kv:.1f}%, CPU KV cache "
         "usage: 0.0%.\n"
     )
     bar = "Compiling FSM index for all state transitions: 100%|██████████| 15831/15831 [15:10<00:00, 17.39it/s]"
     path = tmp_path / "bar.log"
-    path.write_text("....\n" + bar + v0.format(s=26) + "".join(v0.format(s=s) for s in (36, 46, 56)))
+    stats = "".join(v0.format(s=s, kv=kv) for s, kv in ((36, 1.0), (46, 2.0), (50, 3.0), (56, 1.0)))
+    path.write_text("....\n" + bar + v0.format(s=26, kv=97.0) + stats)  # the run-on line's figures are no sample
     fast = analyse([str(path)]).to_dict()
     assert fast == full_read(str(path))
     assert fast["timeline"][0]["phase"] == "serving" and fast["timeline"][0]["line"] == 3

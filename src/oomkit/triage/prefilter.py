@@ -165,7 +165,10 @@ class PeriodicLines:
             tail, passed_back = _stats_line(data, data.rfind(STATS_TAG), forward=False)
             starts.update(passed + passed_back + [head, tail])
             stats_lines = STATS_REST.findall(data)  # the stats lines' text only: the peaks come from these
-            skipped = len(stats_lines) - len(set(passed + passed_back + [head, tail]))
+            for start in set(passed + passed_back) - {head, tail}:  # read as they are: no stats line's peaks
+                if found := STATS_REST.search(data, start):
+                    stats_lines.remove(found.group(0))
+            skipped = len(stats_lines) - len({head, tail})
             if skipped > 0:
                 self.skipped_stats += skipped
                 self._peaks(b"\n".join(stats_lines))
