@@ -229,15 +229,16 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
         False,
         70,
         "the model does not fit this installation or these settings: its type is unknown to the installed "
-        "Transformers, it needs trust_remote_code, it has no pipeline-parallel support, or max_model_len exceeds "
-        "what its config.json allows",
+        "Transformers, it needs trust_remote_code, a config, tokenizer or code file it names is not in its folder or "
+        "repository, it has no pipeline-parallel support, or max_model_len exceeds what its config.json allows",
         "ValueError: The checkpoint you are trying to load has model type `qwen3_moe` but Transformers does not "
         "recognize this architecture.",
         "vllm/config/model.py (ModelConfig: _get_and_verify_max_len 'greater than the derived', "
         "verify_with_parallel_config 'SupportsPP'); transformers/models/auto/configuration_auto.py (AutoConfig); "
         "transformers/dynamic_module_utils.py (resolve_trust_remote_code); vllm/model_executor/models/registry.py "
         "(_ModelRegistry._raise_for_unsupported, _try_resolve_transformers); transformers' configuration_utils.py and "
-        "tokenization_utils_base.py ('Can't load the configuration of'); vllm's ToolParserManager and "
+        "tokenization_utils_base.py ('Can't load the configuration of'); transformers/utils/hub.py cached_file ('does "
+        "not appear to have a file named'); vllm's ToolParserManager and "
         "ReasoningParserManager ('invalid tool call parser'); transformers' auto_factory.py ('Unrecognized configuration "
         "class') and LlamaConfig._rope_scaling_validation",
     ),
