@@ -237,8 +237,7 @@ class Template:
         whitespace (vLLM's "No common block size for {n}. " prints as "... for 128."), and a pasted
         continuation line may lose its indent, so a line ends and starts at visible characters."""
         lines = _printed_lines(self.literal)
-        chosen = next((ln for ln in lines if _chars(ln) >= MIN_LITERAL_CHARS), max(lines, key=_chars))
-        return chosen
+        return next((ln for ln in lines if _chars(ln) >= MIN_LITERAL_CHARS), max(lines, key=_chars))
 
 
 def _chars(fragments: tuple[str, ...]) -> int:

@@ -101,16 +101,16 @@ KV_PEAK = re.compile(rb"KV cache usage: ([\d.]+)%")
 GPU_KV_PEAK = re.compile(rb"GPU KV cache usage: ([\d.]+)%")
 
 
-MAX_SERVE_TRIES = 64
+MAX_LINE_TRIES = 64  # lines a gap scan tries before it settles (the first request line, the first and last stats lines)
 
 
 def _stats_line(data: bytes, at: int, *, forward: bool) -> tuple[int, list[int]]:
     """The start of the first (or last) line from the tag found at `at` whose message is a stats line,
-    and the starts of the lines with the tag passed on the way (up to MAX_SERVE_TRIES; then the last
+    and the starts of the lines with the tag passed on the way (up to MAX_LINE_TRIES; then the last
     one tried, as before)."""
     passed: list[int] = []
     start = data.rfind(b"\n", 0, at) + 1
-    for _ in range(MAX_SERVE_TRIES):
+    for _ in range(MAX_LINE_TRIES):
         stop = data.find(b"\n", start)
         stop = stop if stop >= 0 else len(data)
         if STATS_HEAD.search(parse_line(data[start:stop].decode("utf-8", "replace")).msg):
@@ -126,10 +126,10 @@ def _stats_line(data: bytes, at: int, *, forward: bool) -> tuple[int, list[int]]
 def _first_serve_line(data: bytes, end: int) -> int | None:
     """The start of the first request line before `end` that places the serving marker, as reading every line
     would find it: a line whose prefix did not parse (an excerpt's first line cut mid-word) carries the literal
-    and places nothing, so the next one is tried (up to MAX_SERVE_TRIES; then the first, as before)."""
+    and places nothing, so the next one is tried (up to MAX_LINE_TRIES; then the first, as before)."""
     first = None
     pos = 0
-    for _ in range(MAX_SERVE_TRIES):
+    for _ in range(MAX_LINE_TRIES):
         found = [at for lit in SERVE_LITERALS if (at := data.find(lit, pos, end)) >= 0]
         if not found:
             break
