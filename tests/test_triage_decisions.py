@@ -24,8 +24,9 @@ EXPECTED = {
     "placement.log": ("network_communication", False, "medium", "template"),
     # The same wait, then the engine went on to start: no failure.
     "placement_ok.log": ("healthy", False, None, None),
-    # One torch.OutOfMemoryError line and nothing else: an OOM, its phase a low-confidence guess.
-    "lone.log": ("weight_loading", True, "low", "context"),
+    # One torch.OutOfMemoryError line and nothing else: an OOM, its phase a low-confidence guess (a request's prefill:
+    # start-up failures are pasted with their markers, a serving failure by its error line).
+    "lone.log": ("serving_prefill", True, "low", "context"),
     # Stats lines at KV 100% with requests waiting, no crash: cache pressure, from the stats.
     "pressure.log": ("cache_pressure", False, "medium", "context"),
     "preempt.log": ("cache_pressure", False, "medium", "context"),

@@ -278,7 +278,7 @@ CASES: dict[str, Case] = {
     "lone_hip": Case(
         "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 896.00 MiB. GPU 0 has a total capacity of "
         "191.98 GiB of which 512.00 MiB is free.\n",
-        "weight_loading",
+        "serving_prefill",
         True,
         "low",
     ),

@@ -197,7 +197,7 @@ CASES = {
         HTML_PREFIX.replace("APIServer", "EngineCore_DP0")
         + "ERROR 11-11 12:22:05 [core.py:708] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
         "2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.02 GiB is free.\n",
-        "weight_loading",
+        "serving_prefill",
         True,
         "low",
     ),

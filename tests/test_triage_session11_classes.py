@@ -130,11 +130,11 @@ ENV_AND_OOM_LINES = {
     "Some attention backends are not valid for cuda with AttentionSelectorConfig(head_size=64, has_sink=True). "
     "Reasons: {FLASH_ATTN: [sink setting not supported]}": ("environment", False),
     "(EngineCore pid=9) jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: E1001: CompileTimeScopedVmemOom:": (
-        "weight_loading",
+        "serving_prefill",
         True,
     ),
     "ERROR 06-19 17:19:27 [engine.py:163] RuntimeError('TT_THROW @ bank_manager.cpp:141: tt::exception info: Out of "
-    "Memory: Not enough space to allocate 268435456 B DRAM buffer across 12 banks')": ("weight_loading", True),
+    "Memory: Not enough space to allocate 268435456 B DRAM buffer across 12 banks')": ("serving_prefill", True),
 }
 
 

@@ -32,7 +32,7 @@ CASES = {
     "nvml_assert_on_the_oom_path": Case(
         'RuntimeError: NVML_SUCCESS == r INTERNAL ASSERT FAILED at "/pytorch/c10/cuda/CUDACachingAllocator.cpp":1154, '
         "please report a bug to PyTorch.\n",
-        "weight_loading",
+        "serving_prefill",
         True,
         "low",
     ),

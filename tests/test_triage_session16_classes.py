@@ -139,7 +139,7 @@ CASES = {
     "oom_line_then_another_process_traceback_is_not_placed_by_it": Case(
         "(VllmWorker rank=1 pid=2978) ERROR 03-19 07:27:53 [multiproc_executor.py:375] torch.OutOfMemoryError: CUDA "
         "out of memory. Tried to allocate 20.00 MiB.\n" + CAPTURE_FRAMES,
-        "weight_loading",
+        "serving_prefill",
         True,
         "low",
     ),

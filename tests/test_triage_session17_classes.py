@@ -124,7 +124,7 @@ CASES = {
     "caching_allocator_oom_warning_is_an_oom": Case(
         "[rank0]:[W830 12:05:56.439888962 CUDACachingAllocator.cpp:3933] memory allocation failed with OOM on device 0 "
         "while trying to allocate 272629760 bytes (free: 148373504, total: 85017624576)\n",
-        "weight_loading",  # a lone OOM line: the most likely phase, confidence low
+        "serving_prefill",  # a lone OOM line: the most likely phase, confidence low
         True,
         "low",
     ),

@@ -51,14 +51,14 @@ CASES = {
     "expandable_segments_failing_to_map_memory_is_out_of_memory": Case(
         "[rank0]:[W905 00:28:47 CUDACachingAllocator.cpp:508] expandable_segments: memory mapping failed with OOM on "
         "device 0 while trying to map 20971520 bytes (free: 4521984, total: 101971460096)\n",
-        "weight_loading",
+        "serving_prefill",
         True,
         "low",
     ),
     "gaudis_workspace_allocation_failing_is_out_of_memory": Case(
         "ERROR 09-10 02:01:57 async_llm_engine.py:43] RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_SYNHELPER "
         "workspace Allocation of size ::52561502464 failed!\n",
-        "weight_loading",
+        "serving_prefill",
         True,
         "low",
     ),

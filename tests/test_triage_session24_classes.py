@@ -92,7 +92,7 @@ CASES = {
     "metal_running_out_of_memory_is_an_oom_line": Case(
         "[error] libc++abi: terminating due to uncaught exception of type std::runtime_error: [METAL] Command buffer "
         "execution failed: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)\n",
-        "weight_loading",
+        "serving_prefill",
         True,
         "low",
     ),

@@ -45,21 +45,21 @@ V0_DUMP = (
 CASES = {
     "npu_oom": Case(
         "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.96 GiB total capacity)\n",
-        "weight_loading",
+        "serving_prefill",
         True,
         "low",
     ),
     "xla_device_buffer": Case(
         "RuntimeError: Bad StatusOr access: RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to "
         "allocate 1.50G. That was not possible. There are 1.02G free.\n",
-        "weight_loading",
+        "serving_prefill",
         True,
         "low",
     ),
     "xla_program_load": Case(
         "RESOURCE_EXHAUSTED: Error loading program 'jit__multi_slice': Attempting to reserve 6.14G at the bottom "
         "of memory. That was not possible.\n",
-        "weight_loading",
+        "serving_prefill",
         True,
         "low",
     ),

@@ -49,7 +49,11 @@ WORKER_METHOD = re.compile(r"while processing method (?P<m>\w+)|Error executing 
 # The last start-up lines before the API server: every memory step (weights, profile, KV cache,
 # graphs) is behind the engine once one of them is printed.
 ENGINE_WARM = re.compile(
-    r"^(?:Graph capturing finished in|init engine \(profile, create kv cache, warmup model\) took)"
+    r"^(?:Graph capturing finished in|init engine \(profile, create kv cache, warmup model\) took"
+    # V1's advice on --kv-cache-memory, logged once capture_model has returned (vllm/v1/worker/gpu_worker.py
+    # compile_or_warm_up_model, 0.10.2-0.34; vllm-ascend's worker.py alike); not the start-up check's refusal, "Free
+    # memory on device (...) on startup is less than desired GPU memory utilization"
+    r"|Free memory on device \([^)]*\) on startup\. Desired GPU memory utilization is)"
 )
 # Stats lines are the most frequent marker line; no other marker matches them, so trying them first
 # changes no result.
@@ -60,6 +64,9 @@ WRAPPER = re.compile("|".join(f.pattern.pattern for f in FAILURES if f.cls in ("
 # above for the root cause"): the line carries the exception itself, whatever the excerpt cut above it.
 WORKER_ERROR_QUOTED = re.compile(r"Worker failed with error '.")
 MAX_HITS_PER_RULE = 8
+# Hits that leave a log without a failure of its own (a full cache, a request the API server answered with an error):
+# a traceback cut after them is still all the log says of what failed.
+QUIET_CLASSES = ("pressure", "http")
 
 
 class Triage:
@@ -362,7 +369,7 @@ class Triage:
         if cut is None or st.raise_read or st.shutdown is not None or (record := st.raised.get(cut[1])) is None:
             return
         st.raise_read = True
-        if any(h.rule.cls != "pressure" for h in st.hits.values()):
+        if any(h.rule.cls not in QUIET_CLASSES for h in st.hits.values()):
             return
         before = set(st.hits)
         self._failures(record)
@@ -378,9 +385,12 @@ class Triage:
         """The log ends inside a traceback and nothing else failed: the frames are all there is."""
         st = self.state
         cut = st.open_traceback or st.frames_only
-        if cut is None or st.shutdown is not None or any(h.rule.cls != "pressure" for h in hits):
+        if cut is None or st.shutdown is not None or any(h.rule.cls not in QUIET_CLASSES for h in hits):
             return None
         evidence, pid = cut
+        answered = st.request_error
+        if answered is not None and answered.file == evidence.file and answered.line >= evidence.line:
+            return None  # the traceback ended in the API server's exception for one request: that request failed
         framed = self._frames_phase(pid) or self._serving_elsewhere() or self._elsewhere_phase(pid)
         phase, source = (
             (framed, "frames") if framed else (self._marker_phase(pid), "markers") if st.after else (None, "none")

@@ -289,6 +289,27 @@ FAILURES: tuple[Failure, ...] = (
         "(update_from_output); vllm/v1/engine/"
         "processor.py, input_processor.py (_validate_model_input: encoder cache size)",
     ),
+    Failure(
+        "E-HTTPERR",
+        # uvicorn's access log, which vLLM's API server keeps at INFO ('10.0.0.8:52596 - "POST /v1/chat/completions
+        # HTTP/1.1" 400 Bad Request'): an inference request the server answered with an error status; not 404 or 405, a
+        # route the server does not have, which a client calling the wrong URL gets from a healthy server
+        # (the status's first digit written as a class, and the protocol's versions spelt out, so that the prefilter
+        # keys on ' HTTP/1.1" 4' and ' HTTP/1.1" 5', not on every POST a busy server logs)
+        rx(
+            r'"POST /(?!\S* HTTP/\S+" 40[45]\b)(?:v1/)?(?:chat/completions|completions|embeddings|score|rerank|pooling'
+            r'|classify|responses|audio/(?:transcriptions|translations|speech)|generate|inference/v1/generate)\b[^"]*'
+            r' HTTP/(?:1\.1|1\.0|2|2\.0)" [45]\d\d\b'
+        ),
+        "http",
+        "not_oom_other",
+        False,
+        15,
+        "the API server answered an inference request with an error status (the request failed; the engine logged no failure)",
+        '10.0.0.8:52596 - "POST /v1/chat/completions HTTP/1.1" 400 Bad Request',
+        "uvicorn's access log (uvicorn/protocols/http/h11_impl.py, httptools_impl.py: '%s - \"%s %s HTTP/%s\" %d'), "
+        "as vllm/entrypoints/openai/api_server.py runs it",
+    ),
     # --- wrappers: something fatal happened; the cause is above
     Failure(
         "E-DIED",

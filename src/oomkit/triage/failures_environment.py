@@ -139,7 +139,7 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             r"Cannot access gated repo for url |You are trying to access a gated repo|Access to model \S+ is restricted\."
             r"|We couldn't connect to '?https://huggingface\.co|is not a local folder and is not a valid model identifier"
             r"|^(?:[\w.]+\.)?(?:GatedRepoError|RepositoryNotFoundError|RevisionNotFoundError|LocalEntryNotFoundError"
-            r"|OfflineModeIsEnabled)\b"
+            r"|OfflineModeIsEnabled|HFValidationError)\b"
             r"|^(?:[\w.]+\.)?(?:MaxRetryError|ConnectTimeout|ConnectionError|SSLError|ReadTimeout|ProxyError)\b.*?"
             r"host='(?:huggingface\.co|hf-mirror\.com|cdn-lfs[\w.-]*|(?:www\.)?modelscope\.cn)'"
         ),
@@ -151,7 +151,8 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
         "network or proxy to it, TLS, or offline mode with nothing cached; fix access or point at a local copy",
         "OSError: You are trying to access a gated repo.",
         "huggingface_hub/errors.py (GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError, "
-        "LocalEntryNotFoundError, OfflineModeIsEnabled); transformers/utils/hub.py cached_file ('You are trying to "
+        "LocalEntryNotFoundError, OfflineModeIsEnabled; HFValidationError, validate_repo_id's refusal of a name that is "
+        "neither a repository id nor an existing folder); transformers/utils/hub.py cached_file ('You are trying to "
         "access a gated repo', 'We couldn't connect to', 'is not a local folder and is not a valid model identifier'); "
         "huggingface_hub/utils/_http.py hf_raise_for_status ('Cannot access gated repo for url', 'Access to model ... "
         "is restricted'); requests/urllib3 connection errors naming the Hub's host",

@@ -8,7 +8,8 @@ _OOM_CTX = None  # phase from frames and markers
 MEMORY_FAILURES: tuple[Failure, ...] = (
     Failure(
         "E-LOADOOM",
-        rx(r"Failed to load model - not enough (?:GPU )?memory"),
+        # a paste or an editor may set the dash as an en or em dash
+        rx(r"Failed to load model [-\u2013\u2014] not enough (?:GPU )?memory"),
         "oom",
         "weight_loading",
         True,

@@ -47,6 +47,8 @@ SETTINGS_FAILURES: tuple[Failure, ...] = (
         "E-CONFIG",
         rx(
             r"prefix_cache_retention_interval .*(?:is set but|must be)|--mamba-block-size can only be set|tool choice requires --enable-auto-tool-choice|--enable-auto-tool-choice requires tool_parser|unrecognized arguments:|error: argument "
+            # argparse's other refusals of a command line ("vllm serve: error: the following arguments are required: model_tag")
+            r"|: error: (?:the following arguments are required|ambiguous option|one of the arguments .{1,200} is required)"
             # pydantic's refusal of one of vLLM's config classes (VllmConfig, ModelConfig, ...), not of a request's or
             # a response's model (CompletionResponseChoice: the API layer while serving)
             r"|ValidationError: \d+ validation errors? for \w*Config\b"

@@ -69,6 +69,8 @@ def _words(op: object, arg: object) -> set[str] | None:
     """The strings a part matches when it is plain text or a small alternation of plain text."""
     if op is C.LITERAL:
         return {chr(arg)}  # type: ignore[arg-type]
+    if op is C.IN and all(kind is C.LITERAL for kind, _ in arg):  # type: ignore[attr-defined]
+        return {chr(char) for _, char in arg}  # type: ignore[attr-defined] # a class of a few characters: "[45]"
     if op is C.SUBPATTERN and not arg[1] and not arg[2]:  # type: ignore[index]
         return _all_words(list(arg[3]))  # type: ignore[index]
     if op is C.BRANCH:

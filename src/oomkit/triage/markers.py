@@ -81,7 +81,9 @@ MARKERS: tuple[Marker, ...] = (
     Marker(
         "R-LOADSTART",
         rx(
-            r"^(?:Starting to load model .+|Loading model from scratch\.\.\.|Loading model weights? (?!took ).*|Using model weights format)"
+            r"^(?:Starting to load model .+|Loading model from scratch\.\.\.|Loading model weights? (?!took ).*|Using model weights format"
+            # the speculative decoder's draft model, loaded by the same GPUModelRunner.load_model (0.10.2-0.2x)
+            r"|Loading drafter model\.\.\.)"
         ),
         "weight_loading",
         "weight_loading",

@@ -3,11 +3,15 @@ finished or was cut short, or nothing recognised."""
 
 from __future__ import annotations
 
+import re
+
 from oomkit.triage.engine import Triage
 from oomkit.triage.model import Evidence, Verdict
 from oomkit.triage.state import Hit
 from oomkit.triage.stats import FULL_KV_PCT, NEAR_FULL_KV_PCT, QUEUED_KV_PCT
 from oomkit.triage.verdict_make import Conclusion, make_verdict
+
+HTTP_STATUS = re.compile(r'HTTP/[\d.]+" (\d{3})')
 
 
 def pressure_verdict(t: Triage, hits: list[Hit]) -> Verdict | None:
@@ -104,6 +108,23 @@ def no_failure_verdict(t: Triage) -> Verdict:
             [],
             t,
             extra=[st.request_error],
+            decided_by="template",
+        )
+    answered = next((h for h in t.hits() if h.rule.cls == "http"), None)
+    if answered is not None:
+        status = HTTP_STATUS.search(answered.evidence.text)
+        return make_verdict(
+            Conclusion(
+                "not_oom_other",
+                False,
+                "low",
+                "the API server answered an inference request with an error status and the engine logged no failure",
+                f"a request failed: the API server answered it with HTTP {status.group(1) if status else 'an error'} "
+                "while the engine logged no failure (the request's content or a setting it asks for, not memory)",
+                answered.rule.id,
+            ),
+            [answered],
+            t,
             decided_by="template",
         )
     progress = _offline_progress(t)

@@ -57,7 +57,7 @@ class Marker:
 class Failure:
     id: str
     pattern: re.Pattern[str]
-    cls: str  # oom, oom_host, kv, budget, network, environment, timeout, stall, crash, config, pressure, request, wrapper, died, dump, exception
+    cls: str  # oom, oom_host, kv, budget, network, environment, timeout, stall, crash, config, pressure, request, http, wrapper, died, dump, exception
     # (stall: a wait that counts only while nothing later shows progress: a marker or a stats line)
     phase: str | None  # fixed verdict phase, or None: from frames and markers
     is_oom: bool
