@@ -5,7 +5,8 @@ confidence. The API server answering an inference request with an error status (
 request handler's traceback an excerpt cuts before its header. V1's advice on `--kv-cache-memory`, which it logs once
 CUDA graphs are captured, means the start-up's memory steps are behind the engine. argparse refusing a command line
 ("the following arguments are required"), huggingface_hub refusing a model name that is neither a repository id nor
-a folder (HFValidationError) are the environment; vLLM's weight-loading OOM message is read with its dash set as an en
+a folder (HFValidationError) are the environment, as is a traceback cut inside Python's import of a module
+(importlib.import_module, the frozen bootstrap's frames); vLLM's weight-loading OOM message is read with its dash set as an en
 or em dash; and the speculative decoder's "Loading drafter model..." is a weight-loading marker."""
 
 from pathlib import Path
@@ -86,6 +87,25 @@ CASES = {
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.\n",
         "weight_loading",
         True,
+    ),
+    "a_traceback_cut_inside_an_import_is_the_environment": Case(
+        "Traceback (most recent call last):\n"
+        '  File "<stdin>", line 1, in <module>\n'
+        '  File "/venv/lib/python3.12/site-packages/vllm/__init__.py", line 74, in __getattr__\n'
+        "    module = import_module(module_name, __package__)\n"
+        '  File "/usr/lib/python3.12/importlib/__init__.py", line 90, in import_module\n'
+        "    return _bootstrap._gcd_import(name[level:], package, level)\n",
+        "environment",
+        False,
+    ),
+    "a_traceback_cut_in_the_frozen_bootstrap_is_the_environment": Case(
+        "Traceback (most recent call last):\n"
+        '  File "/venv/lib/python3.12/site-packages/vllm/model_executor/models/registry.py", line 379, in '
+        "_try_load_model_cls\n"
+        '  File "<frozen importlib._bootstrap>", line 1387, in _gcd_import\n'
+        '  File "<frozen importlib._bootstrap>", line 488, in _call_with_frames_removed\n',
+        "environment",
+        False,
     ),
 }
 

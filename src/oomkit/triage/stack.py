@@ -5,10 +5,17 @@ the frames, so a traceback built from vLLM's own call paths can be checked again
 
 from __future__ import annotations
 
+import re
+
 from oomkit.triage.frames import ENV_FRAME, FRAME_PHASES, REPLY_WAIT_FRAME, SHARED_STARTUP_FRAMES, is_serving_frame
 from oomkit.triage.knowledge_rules import source_frames_phase
 
 V1_SAMPLER = "/vllm/v1/sample/"
+# CPython's import system: importlib.import_module and the frozen bootstrap's frames (_find_and_load, exec_module,
+# _call_with_frames_removed), as tracebacks print them
+IMPORT_MACHINERY = re.compile(
+    r"^<frozen importlib\._bootstrap(?:_external)?>::|/importlib/__init__\.py::import_module$"
+)
 
 
 def stack_phase(stack: list[str], memory: bool = False, answered: bool = False) -> str | None:
@@ -17,6 +24,8 @@ def stack_phase(stack: list[str], memory: bool = False, answered: bool = False) 
     call the stack waits in ("Worker failed with error ..."), so the wait ended, and did not time out."""
     if len(stack) >= 2 and all(frame.endswith("::<module>") for frame in stack[-2:]):
         return "environment"  # raised while importing: the installation, not a start-up step
+    if stack and IMPORT_MACHINERY.search(stack[-1]):
+        return "environment"  # cut inside Python's import of a module (vllm's lazy __getattr__, the model registry's)
     if stack and not memory and ENV_FRAME.search(stack[-1]):
         return "environment"  # a backend refused the GPU or settings, or a kernel's JIT build failed
     if stack and REPLY_WAIT_FRAME.search(stack[-1]) and not (memory or answered):
