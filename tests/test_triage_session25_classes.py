@@ -6,7 +6,8 @@ request handler's traceback an excerpt cuts before its header. V1's advice on `-
 CUDA graphs are captured, means the start-up's memory steps are behind the engine. argparse refusing a command line
 ("the following arguments are required"), huggingface_hub refusing a model name that is neither a repository id nor
 a folder (HFValidationError) are the environment, as is a traceback cut inside Python's import of a module
-(importlib.import_module, the frozen bootstrap's frames); vLLM's weight-loading OOM message is read with its dash set as an en
+(importlib.import_module, the frozen bootstrap's frames) or in vLLM's platform layer (vllm/platforms: device ids,
+capability and config checks); vLLM's weight-loading OOM message is read with its dash set as an en
 or em dash; and the speculative decoder's "Loading drafter model..." is a weight-loading marker."""
 
 from pathlib import Path
@@ -104,6 +105,13 @@ CASES = {
         "_try_load_model_cls\n"
         '  File "<frozen importlib._bootstrap>", line 1387, in _gcd_import\n'
         '  File "<frozen importlib._bootstrap>", line 488, in _call_with_frames_removed\n',
+        "environment",
+        False,
+    ),
+    "a_failure_in_vllms_platform_layer_is_the_environment": Case(
+        'File ".../vllm/platforms/interface.py", line 247, in device_id_to_physical_device_id\n'
+        "    return int(physical_device_id)\n"
+        "ValueError: invalid literal for int() with base 10: 'MIG-4c60d78c-506f-5593-938d-a136eaa1fa52'\n",
         "environment",
         False,
     ),

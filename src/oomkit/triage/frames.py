@@ -74,6 +74,9 @@ ENV_FRAME = rx(
     r"|::(?:build_and_load|_jit_compile|_run_ninja_build|_write_ninja_file_and_build_library|load_cuda_ops)$"
     r"|flashinfer/jit/\S+::|flashinfer/\S+\.py::get_\w+_module$|torch/utils/cpp_extension\.py::"
     r"|/torch/cuda/__init__\.py::_lazy_init$"
+    # vLLM's platform layer (vllm/platforms: device detection, device ids, capability and config checks), e.g.
+    # CUDA_VISIBLE_DEVICES holding MIG UUIDs that device_id_to_physical_device_id cannot read as ordinals
+    r"|/vllm/platforms/\S+\.py::"
 )
 # Substrings of a frame's function (or path). `load_model` is not the model registry's `load_model_cls` /
 # `_try_load_model_cls`: they import the model's class, which the registry's inspection does while the
