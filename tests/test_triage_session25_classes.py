@@ -8,7 +8,9 @@ CUDA graphs are captured, means the start-up's memory steps are behind the engin
 a folder (HFValidationError) are the environment, as is a traceback cut inside Python's import of a module
 (importlib.import_module, the frozen bootstrap's frames) or in vLLM's platform layer (vllm/platforms: device ids,
 capability and config checks); vLLM's weight-loading OOM message is read with its dash set as an en
-or em dash; and the speculative decoder's "Loading drafter model..." is a weight-loading marker."""
+or em dash; the speculative decoder's "Loading drafter model..." is a weight-loading marker; and an excerpt that starts
+on the executor's call of a worker method (`self.collective_rpc("determine_available_memory")`) is placed by that
+method, as the same line inside a traceback was."""
 
 from pathlib import Path
 
@@ -113,6 +115,19 @@ CASES = {
         "    return int(physical_device_id)\n"
         "ValueError: invalid literal for int() with base 10: 'MIG-4c60d78c-506f-5593-938d-a136eaa1fa52'\n",
         "environment",
+        False,
+    ),
+    "an_excerpt_that_starts_on_the_executors_rpc_call_is_placed_by_its_method": Case(
+        '(EngineCore_0 pid=294) ERROR 08-29 02:03:28 [core.py:700]     output = self.collective_rpc("determine_available_'
+        'memory")\n'
+        '(EngineCore_0 pid=294) ERROR 08-29 02:03:28 [core.py:700]   File "/usr/local/lib/python3.12/dist-packages/vllm/'
+        'v1/executor/multiproc_executor.py", line 243, in collective_rpc\n'
+        "(EngineCore_0 pid=294) ERROR 08-29 02:03:28 [core.py:700]     result = get_response(w, dequeue_timeout)\n"
+        '(EngineCore_0 pid=294) ERROR 08-29 02:03:28 [core.py:700]   File "/usr/local/lib/python3.12/dist-packages/vllm/'
+        'v1/executor/multiproc_executor.py", line 230, in get_response\n'
+        "(EngineCore_0 pid=294) ERROR 08-29 02:03:28 [core.py:700] RuntimeError: Worker failed with error 'CUDA error: an "
+        "illegal memory access was encountered\n",
+        "memory_profiling",
         False,
     ),
 }

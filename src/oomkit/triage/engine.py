@@ -176,9 +176,10 @@ class Triage:
         elif wrapped and (rec.file, rec.line) == (wrapped[0], wrapped[1] + 1) and (tail := FRAME_TAIL.match(rec.msg)):
             # The wrapped line's rest carries no log prefix: the frame is the process's whose line it continues.
             self._push_frame(rec, wrapped[2], wrapped[3] + tail.group("rest"), tail.group("func"))
-        elif frames.get(rec.pid) and (call := RPC_CALL.search(rec.msg)):
-            # A frame's source line that calls the workers by a method's name: that method is the next step in.
-            frames[rec.pid].append(f"rpc::{call.group('method')}")
+        elif (call := RPC_CALL.search(rec.msg)) and (frames.get(rec.pid) or self.state.open_traceback is None):
+            # A frame's source line that calls the workers by a method's name: that method is the next step in. An
+            # excerpt may start on that line, before any frame of its traceback: it is the outermost frame read.
+            self._push_frame(rec, rec.pid, "rpc", call.group("method"))
         elif (stack := frames.get(rec.pid)) and REPLY_WAIT_CALLER.search(stack[-1]) and REPLY_WAIT_CALL.search(rec.msg):
             # The executor's call of its reply wait: the frame it would push next, for an excerpt cut here.
             stack.append(f"{stack[-1].rsplit('::', 1)[0]}::get_response")
