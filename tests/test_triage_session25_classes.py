@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from _triage_synth import Case, checked_verdict
 
+from oomkit.triage.verdict_make import GUESSED_PHASE
+
 READY = "(APIServer pid=1) INFO 03-04 14:50:00 [launcher.py:37] Application startup complete.\n"
 ACCESS = '(APIServer pid=1) INFO:     10.0.0.8:52596 - "POST /v1/chat/completions HTTP/1.1" '
 API = "(APIServer pid=1) ERROR 03-04 14:55:30 [serving.py:315] "
@@ -136,3 +138,12 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_session25_class(name: str, tmp_path: Path) -> None:
     checked_verdict(name, CASES[name], tmp_path)
+
+
+def test_a_guessed_oom_phase_says_so_before_its_steps(tmp_path: Path) -> None:
+    """A lone OOM line's phase is the likeliest one: the advice says to place it with the whole log first; an OOM that
+    vLLM's own message places (E-LOADOOM) gets its phase's steps alone."""
+    lone = checked_verdict("lone", CASES["a_lone_oom_line_is_a_requests_prefill_at_low_confidence"], tmp_path)
+    assert lone.advice[0] == GUESSED_PHASE and len(lone.advice) > 1
+    placed = checked_verdict("placed", CASES["the_weight_loading_oom_message_with_an_em_dash"], tmp_path)
+    assert GUESSED_PHASE not in placed.advice

@@ -10,6 +10,12 @@ from oomkit.triage.model import DecidedBy, Evidence, Verdict
 from oomkit.triage.state import Hit
 
 MAX_EVIDENCE = 6
+# An out-of-memory verdict whose phase nothing in the log placed (a lone OOM line, read by its figures or the likeliest
+# phase): the steps for that phase are the likeliest ones, and the method's first step is to find the phase.
+GUESSED_PHASE = (
+    "Nothing in this log places the failure: the phase above is the likeliest one, not a known one. Give oomkit the "
+    "whole log (from its first line, all ranks) to place it before acting on the steps below."
+)
 
 
 def wrapper_hits(hits: list[Hit]) -> list[Hit]:
@@ -53,6 +59,10 @@ def make_verdict(
         summary=summary,
         cause=said.cause,
         evidence=tuple(evidence[:MAX_EVIDENCE]),
-        advice=advice_for(phase),
+        advice=(GUESSED_PHASE, *advice_for(phase)) if _guessed(said, decided_by) else advice_for(phase),
         decided_by=decided_by,
     )
+
+
+def _guessed(said: Conclusion, decided_by: DecidedBy) -> bool:
+    return said.is_oom and said.confidence == "low" and decided_by == "context"
