@@ -224,3 +224,17 @@ def test_the_access_log_lines_of_a_busy_server_are_not_key_lines():
     assert not KEY_BYTES.search(line.format(status="200 OK").encode())
     assert KEY_BYTES.search(line.format(status="400 Bad Request").encode())
     assert KEY_BYTES.search(line.format(status="500 Internal Server Error").encode())
+
+
+def test_re2_holds_the_keys_dfa_in_its_budget(capfd):
+    """RE2 past its memory budget logs "DFA out of memory" on every search and falls back to its slower NFA: the key is
+    compiled with a budget its DFA fits in (the default 8 MiB stopped holding it at about 16,700 characters of key)."""
+    pytest.importorskip("re2")
+    from oomkit.triage import fast
+
+    fast.scan_key.cache_clear()
+    if fast.engine_name() != "re2":
+        pytest.skip("RE2 rejected the key here; the fallback is Python's re")
+    text = b"".join(path.read_bytes() for path in LOGS[:400])
+    assert sum(1 for _ in fast.scan_key().finditer(text)) > 0
+    assert "DFA out of memory" not in capfd.readouterr().err

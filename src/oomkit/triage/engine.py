@@ -11,8 +11,7 @@ from oomkit.triage.facts import FactCollector
 from oomkit.triage.failures import FAILURE_GATE, FAILURES
 from oomkit.triage.failures_added import CUT_TRACEBACK, ITERATION_CANCEL
 from oomkit.triage.frames import (
-    DECODE_FRAME,
-    DECODE_PATH,
+    CAPTURE_STEP,
     FAULT_FRAME,
     FAULT_HEADER,
     FRAME,
@@ -20,8 +19,6 @@ from oomkit.triage.frames import (
     FRAME_TAIL,
     ITERATION_WAIT_FRAME,
     MODEL_RUN_FRAME,
-    PREFILL_FRAME,
-    PREFILL_PATH,
     RAISE_LINE,
     REPLY_WAIT_CALL,
     REPLY_WAIT_CALLER,
@@ -31,6 +28,7 @@ from oomkit.triage.frames import (
     STEP_CALL,
     WORKER_ANSWERED,
     batch_step_kind,
+    dumped,
     is_serving_frame,
 )
 from oomkit.triage.knowledge_rules import template_failure
@@ -39,7 +37,7 @@ from oomkit.triage.model import Evidence, TimelineEntry
 from oomkit.triage.not_failures import BENIGN_SOURCES, FALLBACK_LINES, REQUEST_SOURCES, SELF_KILL
 from oomkit.triage.prefilter import LIVE_KEY
 from oomkit.triage.rules import TIMELINE, Failure
-from oomkit.triage.stack import stack_phase
+from oomkit.triage.stack import stack_phase, step_kind
 from oomkit.triage.state import Hit, State
 
 MAX_FRAMES = 80
@@ -58,12 +56,16 @@ ENGINE_WARM = re.compile(
 # Stats lines are the most frequent marker line; no other marker matches them, so trying them first
 # changes no result.
 MARKER_ORDER = sorted(MARKERS, key=lambda m: m.id != "R-SERVE")
+DUMP = next(rule for rule in FAILURES if rule.id == "E-DUMP")
 WRAPPER = re.compile("|".join(f.pattern.pattern for f in FAILURES if f.cls in ("wrapper", "died")))
 # V1's multiproc executor re-raises a worker's failure with the worker's exception quoted in it
 # (vllm/v1/executor/multiproc_executor.py, 0.30+: "Worker failed with error '{result}', please check the stack trace
 # above for the root cause"): the line carries the exception itself, whatever the excerpt cut above it.
 WORKER_ERROR_QUOTED = re.compile(r"Worker failed with error '.")
 MAX_HITS_PER_RULE = 8
+# V0's API server waiting for its engine's output (E-MQWAIT): a stall only before the ready line and with no failure
+# line after it.
+CLIENT_WAIT = "E-MQWAIT"
 # Hits that leave a log without a failure of its own (a full cache, a request the API server answered with an error):
 # a traceback cut after them is still all the log says of what failed.
 QUIET_CLASSES = ("pressure", "http")
@@ -88,7 +90,8 @@ class Triage:
         self.facts.feed(rec)
         new = self._marker(rec) if MARKER_GATE.search(rec.msg) else []
         self._frame(rec)
-        if SERVING_MESSAGE.search(rec.msg):
+        # V1 dumps a step's input only when EngineCore's step raised (execute_model's error logging): it was serving
+        if SERVING_MESSAGE.search(rec.msg) or dumped(rec.level, rec.src):
             self.state.serving_message = True
         if "SchedulerOutput(" in rec.msg and (kind := batch_step_kind(rec.msg)):
             self.state.batch = kind
@@ -96,6 +99,8 @@ class Triage:
         # ("OutOfMemoryError    Traceback (most recent call last)"), before any frame: not the failure yet.
         if FAILURE_GATE.search(rec.msg) and not IPYTHON_HEADER.match(rec.msg):
             self._failures(rec)
+        elif dumped(rec.level, rec.src) and self.state.shutdown is None:
+            self._hit(DUMP, rec)  # a line of V1's failed-step dump that no rule reads by its words
         return new
 
     # -- markers -------------------------------------------------------------------------
@@ -132,10 +137,7 @@ class Triage:
     def _drop_stalls(self) -> None:
         """A wait the log got past (a placement group created in the end, a stats line after a worker
         hang warning) is no failure."""
-        st = self.state
-        for rule_id in [rid for rid, hit in st.hits.items() if hit.rule.cls == "stall"]:
-            del st.hits[rule_id]
-            st.order.remove(rule_id)
+        self.state.drop_hits([rid for rid, hit in self.state.hits.items() if hit.rule.cls == "stall"])
 
     def _slow_step(self, rec: Record) -> None:
         m = SLOW_STEP.search(rec.msg)
@@ -184,7 +186,8 @@ class Triage:
             # The executor's call of its reply wait: the frame it would push next, for an excerpt cut here.
             stack.append(f"{stack[-1].rsplit('::', 1)[0]}::get_response")
         elif frames.get(rec.pid) and (step := STEP_CALL.search(rec.msg)):
-            frames[rec.pid].append(f"call::{step.group('func')}")  # the next frame's step, for a cut traceback
+            # the next frame's step, for a cut traceback
+            frames[rec.pid].append(f"call::{step.group('func') or CAPTURE_STEP}")
         elif frames.get(rec.pid) and (raised := RAISE_LINE.match(rec.msg)):
             message = f"{raised.group('exc')}: {raised.group('text')}"
             self.state.raised[rec.pid] = replace(rec, msg=message)
@@ -192,6 +195,7 @@ class Triage:
     def _push_frame(self, rec: Record, pid: int | None, path: str, func: str, outer: bool = False) -> None:
         """`outer`: the frame calls those already read (faulthandler's order), so it goes first."""
         frames = self.state.frames
+        self.state.drop_hits([CLIENT_WAIT])  # a traceback after the wait (header or exception maybe cut): it failed
         if self.state.open_traceback is None and self.state.frames_only is None and pid not in frames:
             # Frames with no header before them: an excerpt that starts inside a traceback.
             self.state.frames_only = (Evidence(rec.file, rec.line, rec.text), pid)
@@ -223,6 +227,8 @@ class Triage:
         for rule in FAILURES:
             if rule.rank < 50 and (benign or st.shutdown is not None) and rule.cls != "pressure":
                 continue
+            if rule.id == CLIENT_WAIT and st.ready:
+                continue  # after the ready line the client's wait for output is an idle server
             if rule.id == "E-KILLED" and "E-FATALSIG" in st.hits and SELF_KILL.search(rec.msg):
                 continue  # vLLM's own kill of its process tree after a worker failed, not the OOM killer
             if rule.pattern.search(rec.msg):
@@ -253,6 +259,8 @@ class Triage:
 
     def _hit(self, rule: Failure, rec: Record) -> None:
         st = self.state
+        if rule.cls != "stall":
+            st.drop_hits([CLIENT_WAIT])  # the engine's own failure line ended the client's wait
         old = st.hits.get(rule.id)
         if old is not None:
             old.count += rec.repeat
@@ -281,7 +289,9 @@ class Triage:
         framed = self._frames_phase(rec.pid, memory, rec.msg)
         if framed and framed != "serving":
             return framed, "frames"
-        if STARTED_ENGINE.search(rec.msg):  # start-up was over, whichever start-up marker the excerpt kept last
+        # start-up was over, whichever start-up marker the excerpt kept last (V1 dumps a step's input only from
+        # EngineCore's step)
+        if STARTED_ENGINE.search(rec.msg) or dumped(rec.level, rec.src):
             return "serving", "message"
         if self.state.after is not None:
             return self._marker_phase(rec.pid), "markers"
@@ -302,23 +312,8 @@ class Triage:
         return after
 
     def _prefill_hint(self, pid: int | None, msg: str) -> str | None:
-        # Function names only: a path such as vllm/spec_decode/ says nothing of the step's kind.
         frames = self.state.frames.get(pid) or self.state.frames.get(None) or []
-        stack = " ".join(frame.rsplit("::", 1)[-1] for frame in frames)
-        if PREFILL_FRAME.search(stack) or PREFILL_FRAME.search(msg) or any(PREFILL_PATH.search(f) for f in frames):
-            return "prefill"
-        if DECODE_FRAME.search(stack) or any(DECODE_PATH.search(f) for f in frames):
-            return "decode"
-        if self.state.batch:  # the failed step's own batch, which the last stats line (a 10 s average) predates
-            return self.state.batch
-        last = self.facts.stats.last
-        if not last:
-            return None
-        if last.get("prompt_tps", 0.0) > 0:
-            return "prefill"
-        if last.get("running", 0.0) > 0:
-            return "decode"
-        return None
+        return step_kind(frames, msg, self.state.batch, self.facts.stats.last)
 
     def hits(self) -> list[Hit]:
         """Failures in order. A wrapper line ("WorkerProc hit an exception") comes before its

@@ -142,6 +142,10 @@ FAILURES: tuple[Failure, ...] = (
             # a graph replayed while another capture is open (aten/src/ATen/cuda/CUDAGraph.cpp replay_prep_kernels:
             # "Cannot prepare for replay during capturing stage.")
             r"|Cannot prepare for replay during capturing stage"
+            # Ascend's graph capture (torch_npu's NPUGraph over CANN's model-RI capture, vllm-ascend's ACL graphs):
+            # torch_npu's capture_begin failing ("NPU function error: c10_npu::acl::AclmdlRICaptureBegin(...)") and the
+            # runtime's capture-stream errors ("New capture stream failed", "Capture wait event failed")
+            r"|AclmdlRICapture(?:Begin|End)\b|New capture stream failed|Capture wait event failed"
         ),
         "crash",
         "cudagraph_capture",

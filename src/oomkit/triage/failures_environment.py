@@ -16,6 +16,24 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # libtpu unable to open the TPU (another process holds it, or the VM has none): "TPU initialization failed:
             # open(/dev/vfio/0): Device or resource busy"
             r"|TPU initialization failed: "
+            # the process's uid has no passwd entry (a container run as an arbitrary uid: OpenShift, `docker run -u`):
+            # CPython's pwd.getpwuid refuses it when getpass.getuser() names the cache directories of torch.compile,
+            # Triton or vLLM itself
+            r"|getpwuid\(\): uid not found"
+            # CUDA_VISIBLE_DEVICES holding device UUIDs (MIG slices, "GPU-..."), which vLLM's platform layer reads as
+            # indices (platforms/interface.py device_id_to_physical_device_id: `int(device_ids[device_id])`)
+            r"|invalid literal for int\(\) with base 10: '(?:MIG|GPU)-"
+            # the CUDA toolkit's libdevice bitcode that Triton or NVVM links kernels against, missing from the install
+            r"|libdevice[\w.]*\.bc\b"
+            # FlashInfer's check that its precompiled kernel package matches it ("flashinfer-cubin version (0.6.13) does
+            # not match flashinfer version (0.6.14). Please install the same version of both packages.")
+            r"|[\w-]+ version \([\w.+-]+\) does not match [\w-]+ version \([\w.+-]+\)"
+            # Ascend's kernel package built for another SoC than the NPU's (CANN's run.sh / ops package check: "the
+            # socversion Ascend910B1 of bin package does not match the current device socverison Ascend310P3")
+            r"|socversion \S+ of bin package does not match the current device"
+            # Triton looking libcuda up with `ldconfig -p` (backends/nvidia/driver.py libcuda_dirs) in an image without
+            # ldconfig
+            r"|No such file or directory: '(?:/s?bin/)?ldconfig'"
             r"|CUDA driver is a stub library|system has unsupported display driver|PTX was compiled with an unsupported toolchain"
             r"|Found no NVIDIA driver on your system|CUDA unknown error - this may be due to an incorrectly set up environment"
             r"|(?i:cuda) call failed lazily at initialization|Failed to find C compiler|Python\.h: No such file"

@@ -194,6 +194,9 @@ MEMORY_FAILURES: tuple[Failure, ...] = (
         "E-KILLED",
         rx(
             r"exit code:? 137|exit code: -9\b|Failed core proc\(s\): \{[^}]*: -9[,}]|\(SIGKILL\)|OOMKilled(?!\"?\s*[:=]\s*\"?false)|Out of memory: Killed process|oom-kill|oom_reaper|^Killed$|running low on memory|ray-oom-prevention|exceeds the memory usage threshold"
+            # Slurm's cgroup plugin and srun reporting a job step's task killed for its memory limit ("slurmstepd: error:
+            # Detected 1 oom_kill event in StepId=26161866.0", "srun: error: node-01: task 0: Out Of Memory")
+            r"|Detected \d+ oom_kill events? in StepId|srun: error: \S+: tasks? [\d,-]+: Out Of Memory"
         ),
         "oom_host",
         _OOM_CTX,
@@ -201,7 +204,7 @@ MEMORY_FAILURES: tuple[Failure, ...] = (
         79,
         "a process was SIGKILLed (exit 137/-9): the usual signature of the kernel's host-RAM OOM killer",
         "The Python process exited with exit code 137 (SIGKILL). This may have been cause by OOM error.",
-        f"{T} §9 (exit code -9 = SIGKILL); kernel/k8s OOM-killer wording",
+        f"{T} §9 (exit code -9 = SIGKILL); kernel/k8s OOM-killer wording; Slurm's task/cgroup plugin and srun",
     ),
     Failure(
         "E-SWAP",

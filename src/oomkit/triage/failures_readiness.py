@@ -33,6 +33,22 @@ READINESS_FAILURES: tuple[Failure, ...] = (
         "ms-swift's rollout client words it too",
     ),
     Failure(
+        "E-MQWAIT",
+        # V0's OpenAI server (0.6-0.10) talks to its engine process over ZeroMQ; the client's loop logs this each time
+        # a poll for the engine's output runs out (VLLM_RPC_TIMEOUT) with nothing, at debug level. Before the server is
+        # ready, and with nothing after it, that is an engine that never came up; after the ready line it is an idle server,
+        # and any later failure line is what ended the wait (the client polls every 10 s while a long start-up runs).
+        rx(r"Waiting for output from MQLLMEngine"),
+        "stall",
+        "timeout",
+        False,
+        50,
+        "V0's API server kept waiting for its engine process, which never answered during start-up: the engine hangs "
+        "(read its own lines above for the last step it reached) or died without a word",
+        "DEBUG 05-31 01:41:57 client.py:191] Waiting for output from MQLLMEngine.",
+        "vllm/engine/multiprocessing/client.py MQLLMEngineClient.run_output_handler_loop (0.6-0.10)",
+    ),
+    Failure(
         "E-CLIENTWAIT",
         # The client's give-up after total_timeout: the server never answered its health endpoint.
         rx(r"\bvLLM server (?:can't be reached at \S+|at \S+ could not be reached) after \d+ seconds"),

@@ -44,6 +44,22 @@ SETTINGS_FAILURES: tuple[Failure, ...] = (
         "load_weights (0.6); mlx/nn/layers/base.py Module.load_weights (strict), under vllm-metal",
     ),
     Failure(
+        "E-PINNED",
+        # --cpu-offload-gb keeps the offloaded layers' parameters in pinned host memory that the GPU reads through a
+        # CUDA view (UVA); where the host cannot pin memory (WSL, some containers) the view's assertion stops the model
+        # while its layers are built (models/utils.py maybe_offload_to_cpu -> get_cuda_view_from_cpu_tensor)
+        rx(r"CPU tensor must be pinned"),
+        "config",
+        "weight_loading",
+        False,
+        56,
+        "the layers offloaded with --cpu-offload-gb need pinned host memory, which this host (WSL, a container) "
+        "does not give: run without --cpu-offload-gb or on a host that can pin memory",
+        "AssertionError: CPU tensor must be pinned",
+        "vllm/utils/torch_utils.py get_cuda_view_from_cpu_tensor (vllm/utils/__init__.py before 0.11), called by "
+        "vllm/model_executor/models/utils.py maybe_offload_to_cpu while the model is built (0.10-0.34)",
+    ),
+    Failure(
         "E-CONFIG",
         rx(
             r"prefix_cache_retention_interval .*(?:is set but|must be)|--mamba-block-size can only be set|tool choice requires --enable-auto-tool-choice|--enable-auto-tool-choice requires tool_parser|unrecognized arguments:|error: argument "

@@ -11,6 +11,8 @@ from functools import lru_cache
 
 from oomkit.triage.prefilter import KEY_BYTES, KEY_PATTERN
 
+KEY_DFA_BYTES = 64 << 20
+
 
 @lru_cache(maxsize=1)
 def scan_key() -> re.Pattern[bytes]:
@@ -20,8 +22,13 @@ def scan_key() -> re.Pattern[bytes]:
         import re2
     except ImportError:
         return KEY_BYTES
+    options = re2.Options()
+    # RE2's default budget (8 MiB) holds the key's DFA only just: past it RE2 logs "DFA out of memory" on every search
+    # and runs the slower NFA. The key has no groups a caller reads.
+    options.max_mem = KEY_DFA_BYTES
+    options.never_capture = True
     try:
-        compiled: re.Pattern[bytes] = re2.compile(KEY_PATTERN.encode())
+        compiled: re.Pattern[bytes] = re2.compile(KEY_PATTERN.encode(), options)
     except Exception:  # noqa: BLE001 - an RE2 build that rejects the pattern falls back to re
         return KEY_BYTES
     return compiled

@@ -57,7 +57,12 @@ STEP_CALL = rx(
     r"\.(?P<func>_dummy_sampler_run|_dummy_pooler_run|capture_model|profile_run|determine_available_memory"
     r"|determine_num_available_blocks|initialize_kv_cache|initialize_from_config|compile_or_warm_up_model"
     r"|load_model|load_weights|init_device)\("
+    # a CUDA graph being captured (`with torch.cuda.graph(cudagraph, pool=...)`: V1's CUDAGraphWrapper, V0's
+    # CUDAGraphRunner.capture); vLLM captures only while the worker's capture step runs
+    r"|\btorch\.cuda\.graph\("
 )
+# The step a STEP_CALL line without a step's name calls: graph capture.
+CAPTURE_STEP = "_capture_cudagraph"
 # V0's engine loop waiting for a step (async_llm_engine.py `run_engine_loop` -> `asyncio.wait`, under
 # asyncio_timeout(ENGINE_ITERATION_TIMEOUT_S)): a CancelledError there is the iteration timeout's cancel.
 ITERATION_WAIT_FRAME = rx(r"engine/async_llm_engine\.py::run_engine_loop$")
@@ -95,6 +100,9 @@ FRAME_PHASES: tuple[tuple[re.Pattern[str], str], ...] = (
             # the compilers Dynamo hands the graph to (run only while compiling): vLLM's backend (VllmBackend,
             # its piecewise split and CompilerManager), Inductor's compile_fx, AOT compilation of the full graph
             r"|vllm/compilation/backends\.py::|torch/_inductor/compile_fx\.py::|torch/_dynamo/aot_compile\.py::aot_compile"
+            # a graph being captured: torch.cuda.graph's and torch_npu's graph methods that run only while a graph is
+            # captured (not CUDAGraph.replay, in the same file, which every serving step with graphs runs)
+            r"|(?:torch/cuda|torch_npu/npu)/graphs\.py::(?:capture_begin|capture_end|__enter__|__exit__)$"
         ),
         "cudagraph_capture",
     ),
@@ -201,6 +209,17 @@ DECODE_PATH = rx(r"/flashinfer/decode\.py::")
 # raised: the requests scheduled for the first time (`scheduled_new_reqs`, a prompt's first chunk) and the tokens
 # each request runs in it (`num_scheduled_tokens`, a dict printed with bare keys).
 BATCH = rx(r"SchedulerOutput\(scheduled_new_reqs=(?P<new>\[\]?)")
+# The same dump's lines, known by the logger's location in vLLM's header ("ERROR 11-01 10:54:19 [dump_input.py:79]"):
+# it logs the whole dump line by line (the config, the SchedulerOutput, tensors of multimodal inputs), so an excerpt
+# that keeps only a stretch of the dump, or cuts its first line ("Dumping in"), is still the failed step's dump.
+DUMP_SOURCE = rx(r"\[dump_input\.py:\d+\]")
+
+
+def dumped(level: str | None, src: str | None) -> bool:
+    """A line vLLM's failed-step dump logged at error level (its header names vllm/logging_utils/dump_input.py)."""
+    return level == "ERROR" and src is not None and src.startswith("dump_input.py:")
+
+
 BATCH_COUNTS = re.compile(r"num_scheduled_tokens=\{(?P<counts>[^{}]*)\}")
 BATCH_SPEC = re.compile(r"scheduled_spec_decode_tokens=\{\}")
 

@@ -27,7 +27,13 @@ MODULE_PHASES: tuple[tuple[re.Pattern[str], str, str], ...] = (
         "vllm/distributed: process groups, NCCL/pynccl, custom all-reduce; ray executors: placement groups; the "
         "same package of platform plugins (vllm_ascend/distributed)",
     ),
-    (re.compile(r"/vllm/model_executor/model_loader/"), "weight_loading", "vllm/model_executor/model_loader"),
+    (
+        # and the Run:ai model streamer, which `--load-format runai_streamer` reads the checkpoint through (from S3 or a
+        # file system) while the model loader fills the weights
+        re.compile(r"/vllm/model_executor/model_loader/|(?:^|/)runai_model_streamer/"),
+        "weight_loading",
+        "vllm/model_executor/model_loader; runai_model_streamer (--load-format runai_streamer)",
+    ),
     (
         # nn.Module constructors: vLLM builds a model's modules only while loading it (model_loader's
         # `initialize_model` calls the model class, whose __init__ builds its layers, `make_layers` through a
@@ -165,6 +171,9 @@ REFUSAL = re.compile(
     # a name outside the choices it lists ("Unknown attention backend: 'ASCEND'. Valid options are: FLASH_ATTN, ...",
     # the KV-cache dtype and audio-language checks' "Valid values are" and "Valid choices are")
     r"|\bValid (?:options|values|choices) are\b"
+    # or a name the release does not know, in the words its checks use ("Unknown quantization method: exl3. Must be
+    # one of [...]", "Unknown speculative decoding method: mlp_speculator", "Unknown model type: minicpmo")
+    r"|\bUnknown (?:[\w-]+ ){0,3}(?:method|type|backend|mode|format|dtype|architecture): "
     # a setting's bound, as the config checks word it ("max_num_batched_tokens must be <= 65528 when LoRA is enabled",
     # "cp_world_size must be positive", "local_world_size (16) must be less than or equal to the number of visible
     # devices (8)")

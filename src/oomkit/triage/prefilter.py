@@ -46,6 +46,7 @@ def rule_patterns() -> list[tuple[str, re.Pattern[str]]]:
         ("RAISE_LINE", frames.RAISE_LINE),
         ("STEP_CALL", frames.STEP_CALL),
         ("BATCH", frames.BATCH),
+        ("DUMP_SOURCE", frames.DUMP_SOURCE),
         ("TRACEBACK", re.compile(re.escape("Traceback (most recent call last)"))),
         ("SERVING_MESSAGE", frames.SERVING_MESSAGE),
     ]

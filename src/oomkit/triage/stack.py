@@ -7,7 +7,17 @@ from __future__ import annotations
 
 import re
 
-from oomkit.triage.frames import ENV_FRAME, FRAME_PHASES, REPLY_WAIT_FRAME, SHARED_STARTUP_FRAMES, is_serving_frame
+from oomkit.triage.frames import (
+    DECODE_FRAME,
+    DECODE_PATH,
+    ENV_FRAME,
+    FRAME_PHASES,
+    PREFILL_FRAME,
+    PREFILL_PATH,
+    REPLY_WAIT_FRAME,
+    SHARED_STARTUP_FRAMES,
+    is_serving_frame,
+)
 from oomkit.triage.knowledge_rules import source_frames_phase
 
 V1_SAMPLER = "/vllm/v1/sample/"
@@ -71,3 +81,23 @@ def sampler_only(stack: list[str]) -> bool:
     """Every vLLM frame of the stack is V1's sampler's (vllm/v1/sample/): no caller names the step."""
     vllm = [f for f in stack if "/vllm/" in f]
     return bool(vllm) and all(V1_SAMPLER in f for f in vllm)
+
+
+def step_kind(frames: list[str], msg: str, batch: str | None, last_stats: dict[str, float] | None) -> str | None:
+    """ "prefill" or "decode": the failing step's kind, from its frames' function names (a path such as
+    vllm/spec_decode/ says nothing of the step's kind), then the failed step's own batch (V1's dump), then the last
+    stats line (a 10 s average, which the failed step postdates)."""
+    stack = " ".join(frame.rsplit("::", 1)[-1] for frame in frames)
+    if PREFILL_FRAME.search(stack) or PREFILL_FRAME.search(msg) or any(PREFILL_PATH.search(f) for f in frames):
+        return "prefill"
+    if DECODE_FRAME.search(stack) or any(DECODE_PATH.search(f) for f in frames):
+        return "decode"
+    if batch:
+        return batch
+    if not last_stats:
+        return None
+    if last_stats.get("prompt_tps", 0.0) > 0:
+        return "prefill"
+    if last_stats.get("running", 0.0) > 0:
+        return "decode"
+    return None

@@ -47,3 +47,10 @@ class State:
     raised: dict[int | None, Record] = field(default_factory=dict)  # pid: its innermost frame's raise, as the exception
     raise_read: bool = False
     request_error: Evidence | None = None  # the API server failing one request (HTTP 500), the engine serving on
+
+    def drop_hits(self, rule_ids: list[str]) -> None:
+        """Forget failures the log got past (a wait that ended)."""
+        for rule_id in rule_ids:
+            if rule_id in self.hits:
+                del self.hits[rule_id]
+                self.order.remove(rule_id)
