@@ -9,13 +9,15 @@ failed-step dump (the logger's location, dump_input.py, in vLLM's header), even 
 line, is a model-execution step that raised: the engine was serving. V0's API server logging that it still waits for
 its engine's output (E-MQWAIT, every poll that runs out) is a start-up stall when the log ends in it before the ready
 line; after the ready line it is an idle server, and a failure or a traceback after it is what ended the wait. Slurm
-killing a job step's task for its memory limit is the host's memory running out (placed, with nothing else, at the
-likeliest phase). A name the release does not know, in its checks' words ("Unknown speculative decoding method:
-..."), is a refusal of the launch's settings when nothing places it; an unknown error is not. A traceback cut inside
-`with torch.cuda.graph(` (V1's CUDAGraphWrapper, V0's CUDAGraphRunner) is graph capture, the only step that captures,
-as is a traceback cut in torch.cuda.graph's capture methods (not CUDAGraph.replay, which serving runs) and Ascend's
-graph capture failing (torch_npu's AclmdlRICaptureBegin, the runtime's capture-stream errors); an image without
-ldconfig, which Triton runs to find libcuda, is the environment."""
+killing a job step's task for its memory limit, and the kernel's OOM-kill report without its first line ("anon-rss: N
+kB", CONSTRAINT_MEMCG), are the host's memory running out (placed, with nothing else, at the likeliest phase). A name
+the release does not know, in its checks' words ("Unknown speculative decoding method: ..."), is a refusal of the
+launch's settings when nothing places it; an unknown error is not. A traceback cut inside `with torch.cuda.graph(`
+(V1's CUDAGraphWrapper, V0's CUDAGraphRunner) is graph capture, the only step that captures, as is a traceback cut in
+torch.cuda.graph's capture methods (not CUDAGraph.replay, which serving runs) and Ascend's graph capture failing
+(torch_npu's AclmdlRICaptureBegin, the runtime's capture-stream errors); the body of Dynamo's graph-break message
+("Explanation: Dynamo ...", "Developer debug context:") is torch.compile, which the vocabulary files with graph
+capture; an image without ldconfig, which Triton runs to find libcuda, is the environment."""
 
 from pathlib import Path
 
@@ -49,6 +51,14 @@ CASES = {
     "a_slurm_job_steps_oom_kill_is_host_memory": Case(
         "slurmstepd: error: Detected 1 oom_kill event in StepId=26161866.0. Some of the step tasks have been OOM "
         "Killed.\nsrun: error: node-01: task 0: Out Of Memory\n",
+        "weight_loading",
+        True,
+        "low",
+    ),
+    "the_kernels_oom_kill_report_in_a_memory_cgroup_is_host_memory": Case(
+        "Memory cgroup out of memory: Killed process (VLLM::Worker_TP)\n"
+        "  total-vm: 824088588 kB, anon-rss: 3131928 kB, file-rss: 74760 kB, shmem-rss: 150143716 kB\n"
+        "  constraint: CONSTRAINT_MEMCG\n",
         "weight_loading",
         True,
         "low",
@@ -137,6 +147,20 @@ CASES = {
         "capture_mode), error code is 207005\n",
         "cudagraph_capture",
         False,
+    ),
+    "the_cann_runtime_failing_to_begin_a_capture_stream_is_graph_capture": Case(
+        "(EngineCore pid=386) ERROR 07-15 13:23:59 [core.py:1136]        rtStreamBeginCapture execution failed, "
+        "reason=driver error:resource alloc fail[FUNC:FuncErrorReason][FILE:error_message_manage.cc]\n",
+        "cudagraph_capture",
+        False,
+    ),
+    "the_body_of_a_dynamo_graph_break_message_is_torch_compile": Case(
+        "(Worker_TP11 pid=128828) ERROR 12-18 09:39:44 [multiproc_executor.py:671]   Explanation: Dynamo found no "
+        "exception handler at the top-level compiled function when encountering an exception.\n"
+        "(Worker_TP11 pid=128828) ERROR 12-18 09:39:44 [multiproc_executor.py:671]   Developer debug context:\n",
+        "cudagraph_capture",
+        False,
+        "low",
     ),
     "a_traceback_cut_in_torch_cuda_graphs_capture_is_graph_capture": Case(
         "Traceback (most recent call last):\n"

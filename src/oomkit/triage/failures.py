@@ -142,10 +142,10 @@ FAILURES: tuple[Failure, ...] = (
             # a graph replayed while another capture is open (aten/src/ATen/cuda/CUDAGraph.cpp replay_prep_kernels:
             # "Cannot prepare for replay during capturing stage.")
             r"|Cannot prepare for replay during capturing stage"
-            # Ascend's graph capture (torch_npu's NPUGraph over CANN's model-RI capture, vllm-ascend's ACL graphs):
-            # torch_npu's capture_begin failing ("NPU function error: c10_npu::acl::AclmdlRICaptureBegin(...)") and the
-            # runtime's capture-stream errors ("New capture stream failed", "Capture wait event failed")
+            # Ascend's graph capture (vllm-ascend's ACL graphs): torch_npu's capture_begin failing ("NPU function error:
+            # c10_npu::acl::AclmdlRICaptureBegin(...)") and the CANN runtime's capture-stream errors
             r"|AclmdlRICapture(?:Begin|End)\b|New capture stream failed|Capture wait event failed"
+            r"|rtStreamBeginCapture execution failed|begin capture stream failed"
         ),
         "crash",
         "cudagraph_capture",
@@ -228,6 +228,9 @@ FAILURES: tuple[Failure, ...] = (
             r"torch\._dynamo\.exc\.\w+|InductorError|BackendCompilerFailed|backend compilation occurred during the initial profiling run"
             # the last line of every Dynamo error's message (torch/_dynamo/exc.py), also where the exception line is cut
             r"|Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace"
+            # the body of Dynamo's graph-break and unsupported messages (torch/_dynamo/exc.py format_graph_break_message:
+            # "Explanation: ...", "Hint: ...", "Developer debug context: ..."), which an excerpt keeps without the first line
+            r"|^\s*Explanation: Dynamo |\bDeveloper debug context:"
             # vLLM's own wrapper of a failed Inductor compile (compilation/compiler_interface.py InductorAdaptor.compile,
             # 0.9-0.34), a compiled graph's shape guard (Inductor's assert_size_stride: the graph was compiled for
             # another shape), and a custom op the tracer cannot dispatch (no fake implementation registered)
