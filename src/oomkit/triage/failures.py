@@ -228,8 +228,9 @@ FAILURES: tuple[Failure, ...] = (
             r"torch\._dynamo\.exc\.\w+|InductorError|BackendCompilerFailed|backend compilation occurred during the initial profiling run"
             # the last line of every Dynamo error's message (torch/_dynamo/exc.py), also where the exception line is cut
             r"|Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace"
-            # the body of Dynamo's graph-break and unsupported messages (torch/_dynamo/exc.py format_graph_break_message:
-            # "Explanation: ...", "Hint: ...", "Developer debug context: ..."), which an excerpt keeps without the first line
+            # the body of Dynamo's graph-break and unsupported messages (torch/_dynamo/exc.py
+            # format_graph_break_message: "Explanation: ...", "Hint: ...", "Developer debug context: ..."), which an
+            # excerpt keeps without the first line
             r"|^\s*Explanation: Dynamo |\bDeveloper debug context:"
             # vLLM's own wrapper of a failed Inductor compile (compilation/compiler_interface.py InductorAdaptor.compile,
             # 0.9-0.34), a compiled graph's shape guard (Inductor's assert_size_stride: the graph was compiled for

@@ -194,8 +194,8 @@ MEMORY_FAILURES: tuple[Failure, ...] = (
         "E-KILLED",
         rx(
             r"exit code:? 137|exit code: -9\b|Failed core proc\(s\): \{[^}]*: -9[,}]|\(SIGKILL\)|OOMKilled(?!\"?\s*[:=]\s*\"?false)|[Oo]ut of memory: Killed process|oom-kill|oom_reaper|^Killed$|running low on memory|ray-oom-prevention|exceeds the memory usage threshold"
-            # Slurm's cgroup plugin and srun reporting a job step's task killed for its memory limit ("slurmstepd: error:
-            # Detected 1 oom_kill event in StepId=26161866.0", "srun: error: node-01: task 0: Out Of Memory")
+            # Slurm's cgroup plugin and srun reporting a job step's task killed for its memory limit ("slurmstepd:
+            # error: Detected 1 oom_kill event in StepId=26161866.0", "srun: error: node-01: task 0: Out Of Memory")
             r"|Detected \d+ oom_kill events? in StepId|srun: error: \S+: tasks? [\d,-]+: Out Of Memory"
             # the kernel's OOM-kill report without its first line (mm/oom_kill.c: "Killed process N (python3)
             # total-vm:...kB, anon-rss:...kB, file-rss:...kB, shmem-rss:...kB"; "oom-kill:constraint=CONSTRAINT_MEMCG")

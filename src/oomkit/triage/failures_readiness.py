@@ -36,8 +36,9 @@ READINESS_FAILURES: tuple[Failure, ...] = (
         "E-MQWAIT",
         # V0's OpenAI server (0.6-0.10) talks to its engine process over ZeroMQ; the client's loop logs this each time
         # a poll for the engine's output runs out (VLLM_RPC_TIMEOUT) with nothing, at debug level. Before the server is
-        # ready, and with nothing after it, that is an engine that never came up; after the ready line it is an idle server,
-        # and any later failure line is what ended the wait (the client polls every 10 s while a long start-up runs).
+        # ready, and with nothing after it, that is an engine that never came up; after the ready line it is an idle
+        # server, and any later failure line is what ended the wait (the client polls every 10 s while a long start-up
+        # runs).
         rx(r"Waiting for output from MQLLMEngine"),
         "stall",
         "timeout",

@@ -209,17 +209,6 @@ DECODE_PATH = rx(r"/flashinfer/decode\.py::")
 # raised: the requests scheduled for the first time (`scheduled_new_reqs`, a prompt's first chunk) and the tokens
 # each request runs in it (`num_scheduled_tokens`, a dict printed with bare keys).
 BATCH = rx(r"SchedulerOutput\(scheduled_new_reqs=(?P<new>\[\]?)")
-# The same dump's lines, known by the logger's location in vLLM's header ("ERROR 11-01 10:54:19 [dump_input.py:79]"):
-# it logs the whole dump line by line (the config, the SchedulerOutput, tensors of multimodal inputs), so an excerpt
-# that keeps only a stretch of the dump, or cuts its first line ("Dumping in"), is still the failed step's dump.
-DUMP_SOURCE = rx(r"\[dump_input\.py:\d+\]")
-
-
-def dumped(level: str | None, src: str | None) -> bool:
-    """A line vLLM's failed-step dump logged at error level (its header names vllm/logging_utils/dump_input.py)."""
-    return level == "ERROR" and src is not None and src.startswith("dump_input.py:")
-
-
 BATCH_COUNTS = re.compile(r"num_scheduled_tokens=\{(?P<counts>[^{}]*)\}")
 BATCH_SPEC = re.compile(r"scheduled_spec_decode_tokens=\{\}")
 
@@ -238,3 +227,15 @@ def batch_step_kind(msg: str) -> str | None:
     if not tokens or not BATCH_SPEC.search(msg, m.end()):
         return None
     return "decode" if max(tokens) == 1 else "prefill"
+
+
+# The failed-step dump's lines, known by the logger's location in vLLM's header ("ERROR 11-01 10:54:19
+# [dump_input.py:79]"): it logs the whole dump line by line (the config, the SchedulerOutput, tensors of multimodal
+# inputs), so an excerpt that keeps only a stretch of the dump, or cuts its first line ("Dumping in"), is still the
+# failed step's dump.
+DUMP_SOURCE = rx(r"\[dump_input\.py:\d+\]")
+
+
+def dumped(level: str | None, src: str | None) -> bool:
+    """A line vLLM's failed-step dump logged at error level (its header names vllm/logging_utils/dump_input.py)."""
+    return level == "ERROR" and src is not None and src.startswith("dump_input.py:")

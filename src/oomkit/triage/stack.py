@@ -84,9 +84,9 @@ def sampler_only(stack: list[str]) -> bool:
 
 
 def step_kind(frames: list[str], msg: str, batch: str | None, last_stats: dict[str, float] | None) -> str | None:
-    """ "prefill" or "decode": the failing step's kind, from its frames' function names (a path such as
-    vllm/spec_decode/ says nothing of the step's kind), then the failed step's own batch (V1's dump), then the last
-    stats line (a 10 s average, which the failed step postdates)."""
+    """The failing step's kind, prefill or decode: from its frames' function names (a path such as vllm/spec_decode/
+    says nothing of the step's kind), then the failed step's own batch (V1's dump), then the last stats line (a 10 s
+    average, which the failed step postdates)."""
     stack = " ".join(frame.rsplit("::", 1)[-1] for frame in frames)
     if PREFILL_FRAME.search(stack) or PREFILL_FRAME.search(msg) or any(PREFILL_PATH.search(f) for f in frames):
         return "prefill"
