@@ -149,3 +149,24 @@ def test_a_lone_surrogate_read_back_from_json_is_written_as_its_escape(tmp_path:
     writer.append({"k": value})
     writer.close()
     assert json.loads((tmp_path / "a.jsonl").read_text()) == {"k": value}
+
+
+def test_no_rule_pattern_is_quadratic_on_a_long_run_of_word_characters() -> None:
+    """A pattern that starts with a repeated class (`[\\w-]+ version ...`) tries every start in a long run of word
+    characters: a 1 MB line then took minutes (the harness's giant input, session 26). Every pattern the engine
+    applies to a line reads a 40,000-character run in well under a second, with a wide margin for a loaded machine."""
+    import time
+
+    from oomkit.triage.knowledge_rules import REFUSAL
+    from oomkit.triage.prefilter import rule_patterns
+
+    lines = ("a" * 40_000, "a-" * 20_000, "a." * 20_000, "a " * 20_000)
+    slow = {}
+    for name, pattern in [*rule_patterns(), ("REFUSAL", REFUSAL)]:
+        for line in lines:
+            started = time.perf_counter()
+            pattern.search(line)
+            took_s = time.perf_counter() - started
+            if took_s > 1.0:
+                slow[name] = round(took_s, 2)
+    assert not slow, slow

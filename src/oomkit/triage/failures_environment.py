@@ -26,8 +26,9 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # the CUDA toolkit's libdevice bitcode that Triton or NVVM links kernels against, missing from the install
             r"|libdevice[\w.]*\.bc\b"
             # FlashInfer's check that its precompiled kernel package matches it ("flashinfer-cubin version (0.6.13) does
-            # not match flashinfer version (0.6.14). Please install the same version of both packages.")
-            r"|[\w-]+ version \([\w.+-]+\) does not match [\w-]+ version \([\w.+-]+\)"
+            # not match flashinfer version (0.6.14). Please install the same version of both packages."); it starts at a
+            # literal, as a leading `[\w-]+` would try every start in a long run of word characters (quadratic)
+            r"|\bversion \([\w.+-]+\) does not match [\w-]+ version \([\w.+-]+\)"
             # Ascend's kernel package built for another SoC than the NPU's (CANN's run.sh / ops package check: "the
             # socversion Ascend910B1 of bin package does not match the current device socverison Ascend310P3")
             r"|socversion \S+ of bin package does not match the current device"
