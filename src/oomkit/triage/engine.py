@@ -37,7 +37,7 @@ from oomkit.triage.model import Evidence, TimelineEntry
 from oomkit.triage.not_failures import BENIGN_SOURCES, FALLBACK_LINES, REQUEST_SOURCES, SELF_KILL
 from oomkit.triage.prefilter import LIVE_KEY
 from oomkit.triage.rules import TIMELINE, Failure
-from oomkit.triage.stack import stack_phase, step_kind
+from oomkit.triage.stack import request_only, stack_phase, step_kind
 from oomkit.triage.state import Hit, State
 
 MAX_FRAMES = 80
@@ -204,11 +204,15 @@ class Triage:
         stack.insert(0 if outer else len(stack), f"{path}::{func}")
         del stack[:-MAX_FRAMES]
 
+    def _stack(self, pid: int | None) -> list[str]:
+        """The process's frames, or those of lines without a process prefix."""
+        return self.state.frames.get(pid) or self.state.frames.get(None) or []
+
     def _frames_phase(self, pid: int | None, memory: bool = False, msg: str = "", answered: bool = False) -> str | None:
         """`memory`: the failure is a memory error, which an installation frame does not place; `msg`: the
         failure line (a worker's answer ends the wait the frames stop in); `answered`: another failure line of
         the same process is that answer."""
-        stack = self.state.frames.get(pid) or self.state.frames.get(None) or []
+        stack = self._stack(pid)
         method = self.state.methods.get(pid) or self.state.methods.get(None)
         stack = [method, *stack] if method else stack
         return stack_phase(stack, memory, answered or bool(WORKER_ANSWERED.search(msg)))
@@ -249,7 +253,7 @@ class Triage:
 
     def _in_iteration_wait(self, pid: int | None) -> bool:
         """The traceback's innermost vLLM frame is V0's engine loop, with only asyncio's frames below it."""
-        stack = self.state.frames.get(pid) or self.state.frames.get(None) or []
+        stack = self._stack(pid)
         inner = next((i for i in range(len(stack) - 1, -1, -1) if "/vllm/" in stack[i]), None)
         return (
             inner is not None
@@ -293,6 +297,8 @@ class Triage:
         # EngineCore's step)
         if STARTED_ENGINE.search(rec.msg) or dumped(rec.level, rec.src):
             return "serving", "message"
+        if framed in (None, "serving") and request_only(self._stack(rec.pid)):
+            return "serving", "frames"
         if self.state.after is not None:
             return self._marker_phase(rec.pid), "markers"
         if framed == "serving":
@@ -306,14 +312,13 @@ class Triage:
         capture that follow (allocating the pool runs no forward pass)."""
         after = self.state.after
         if after == "kv_cache_allocation":
-            stack = self.state.frames.get(pid) or self.state.frames.get(None) or []
+            stack = self._stack(pid)
             if any(MODEL_RUN_FRAME.search(frame) for frame in stack):
                 return "cudagraph_capture"
         return after
 
     def _prefill_hint(self, pid: int | None, msg: str) -> str | None:
-        frames = self.state.frames.get(pid) or self.state.frames.get(None) or []
-        return step_kind(frames, msg, self.state.batch, self.facts.stats.last)
+        return step_kind(self._stack(pid), msg, self.state.batch, self.facts.stats.last)
 
     def hits(self) -> list[Hit]:
         """Failures in order. A wrapper line ("WorkerProc hit an exception") comes before its

@@ -143,8 +143,10 @@ FAILURES: tuple[Failure, ...] = (
             # "Cannot prepare for replay during capturing stage.")
             r"|Cannot prepare for replay during capturing stage"
             # Ascend's graph capture (vllm-ascend's ACL graphs): torch_npu's capture_begin failing ("NPU function error:
-            # c10_npu::acl::AclmdlRICaptureBegin(...)") and the CANN runtime's capture-stream errors
-            r"|AclmdlRICapture(?:Begin|End)\b|New capture stream failed|Capture wait event failed"
+            # c10_npu::acl::AclmdlRICaptureBegin(...)"), its capture-status assert ("status ==
+            # aclmdlRICaptureStatus::ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE INTERNAL ASSERT FAILED") and the CANN runtime's
+            # capture-stream errors
+            r"|[Aa]clmdlRICapture(?:Begin|End|Status)\b|New capture stream failed|Capture wait event failed"
             r"|rtStreamBeginCapture execution failed|begin capture stream failed"
         ),
         "crash",

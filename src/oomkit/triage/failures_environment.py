@@ -32,6 +32,13 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # Ascend's kernel package built for another SoC than the NPU's (CANN's run.sh / ops package check: "the
             # socversion Ascend910B1 of bin package does not match the current device socverison Ascend310P3")
             r"|socversion \S+ of bin package does not match the current device"
+            # CANN without a compiled kernel binary for an operator on this SoC and these dtypes ("Cannot find bin of op
+            # PromptFlashAttention, integral key 0/1/|bf16/ND/...", "Cannot find binary for op PromptFlashAttention."):
+            # Ascend's "no kernel image is available"
+            r"|Cannot find bin(?:ary)? (?:of|for) op \w"
+            # or with a kernel package whose dynamic kernel configs it cannot parse ("AclNN_Inner_Error(EZ9999): Parse
+            # dynamic kernel config fail." / "Failed to ParseDynamicKernels." / "AclOpKernelInit failed opType")
+            r"|Parse dynamic kernel config fail|Failed to ParseDynamicKernels\b"
             # Triton looking libcuda up with `ldconfig -p` (backends/nvidia/driver.py libcuda_dirs) in an image without
             # ldconfig
             r"|No such file or directory: '(?:/s?bin/)?ldconfig'"

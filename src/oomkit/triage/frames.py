@@ -82,6 +82,9 @@ ENV_FRAME = rx(
     # vLLM's platform layer (vllm/platforms: device detection, device ids, capability and config checks), e.g.
     # CUDA_VISIBLE_DEVICES holding MIG UUIDs that device_id_to_physical_device_id cannot read as ordinals
     r"|/vllm/platforms/\S+\.py::"
+    # and a platform plugin's (vllm_ascend/platform.py NPUPlatform.set_device), or torch binding the process to its
+    # device (torch.cuda.set_device, torch_npu's torch.npu.set_device): the driver or runtime refused the device
+    r"|/vllm_\w+/platform\.py::|/torch/(?:cuda|xpu)/__init__\.py::set_device$|/torch_npu/npu/utils\.py::set_device$"
 )
 # Substrings of a frame's function (or path). `load_model` is not the model registry's `load_model_cls` /
 # `_try_load_model_cls`: they import the model's class, which the registry's inspection does while the

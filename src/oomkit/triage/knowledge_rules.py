@@ -111,7 +111,7 @@ def source_frames_phase(stack: list[str]) -> str | None:
     if rooted is not None:
         return rooted
     for path, func in reversed(frames):
-        if (phase := _module_phase(f"{path}::{func}")) is not None:
+        if (phase := module_phase(f"{path}::{func}")) is not None:
             return phase
     return next((row.phase for row in reversed(rows) if row.phase != SHARED), None)
 
@@ -223,11 +223,11 @@ def _package_phase(row: MessageRow) -> str | None:
     package that is a phase (`MODULE_PHASES`: vllm/model_executor/model_loader is weight loading,
     vllm/distributed the network): the package places it, as it places a frame there."""
     module, _, qualified = row.source.partition(":")
-    phase = _module_phase(f"/{module}::{qualified.rsplit('.', 1)[-1]}")
+    phase = module_phase(f"/{module}::{qualified.rsplit('.', 1)[-1]}")
     return phase if phase in STARTUP_PHASES else None
 
 
-def _module_phase(where: str) -> str | None:
+def module_phase(where: str) -> str | None:
     """The phase of the first `MODULE_PHASES` package that "path::function" lies in."""
     return next((phase for pattern, phase, _source in MODULE_PHASES if pattern.search(where)), None)
 

@@ -18,7 +18,7 @@ from oomkit.triage.frames import (
     SHARED_STARTUP_FRAMES,
     is_serving_frame,
 )
-from oomkit.triage.knowledge_rules import source_frames_phase
+from oomkit.triage.knowledge_rules import module_phase, source_frames_phase
 
 V1_SAMPLER = "/vllm/v1/sample/"
 # CPython's import system: importlib.import_module and the frozen bootstrap's frames (_find_and_load, exec_module,
@@ -101,3 +101,10 @@ def step_kind(frames: list[str], msg: str, batch: str | None, last_stats: dict[s
     if last_stats.get("running", 0.0) > 0:
         return "decode"
     return None
+
+
+def request_only(stack: list[str]) -> bool:
+    """A frame of code that runs only for a request (its grammar: structured output, guided decoding): the engine
+    was serving, whichever start-up marker an excerpt kept last (the model's own serving frames also run in start-up's
+    dummy runs, so they do not outrank a marker). Not a constructor: the engine builds its grammar manager at start-up."""
+    return any(module_phase(frame) == "serving" and not frame.endswith("::__init__") for frame in stack)
