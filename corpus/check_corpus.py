@@ -29,7 +29,12 @@ PHASES = {
 CONFIDENCES = {"high", "medium", "low"}
 REQUIRED = ("id", "source_url", "excerpt_from", "vllm_version", "label")
 LABEL_REQUIRED = ("phase", "is_oom", "root_cause", "confidence", "confidence_reason")
-SOURCE = re.compile(r"^(https://(github\.com|discuss\.vllm\.ai|huggingface\.co)/\S+|oomkit-testbed:\S+)$")
+# A public page with an address: a GitHub thread, a forum or Q&A thread, a user's own post. The testbed's logs are
+# named by their path in ../shared.
+SOURCE = re.compile(r"^(https://[a-z0-9.-]+\.[a-z]{2,}/\S+|oomkit-testbed:\S+)$")
+# Sites that copy GitHub threads: a case from one is the GitHub thread itself, cited by its GitHub address, so that
+# the duplicate check sees it.
+MIRRORS = re.compile(r"^https://(www\.)?(stepcodex\.com|github\.saobby\.my\.eu\.org|github\.cotory\.com)/")
 # Tokens that must never be stored: Hugging Face, OpenAI-style, GitHub and AWS keys.
 SECRET = re.compile(r"\b(hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9]{20,}|ghp_[A-Za-z0-9]{30,}|AKIA[0-9A-Z]{16})\b")
 MIN_LOG_LINES = 1  # a log that is one OOM line is a real case (issue 13)
@@ -46,6 +51,8 @@ def case_problems(sidecar: Path) -> list[str]:
         problems.append(f"{sidecar.name}: id {meta.get('id')!r} differs from the file name")
     if not SOURCE.match(str(meta.get("source_url") or "")):
         problems.append(f"{sidecar.name}: source_url {meta.get('source_url')!r} is not a public thread URL")
+    elif MIRRORS.match(str(meta["source_url"])):
+        problems.append(f"{sidecar.name}: source_url {meta['source_url']!r} mirrors a GitHub thread; cite that thread")
     problems += _label_problems(sidecar.name, meta.get("label") or {})
     problems += _log_problems(sidecar.with_suffix(".log"))
     return problems
@@ -75,12 +82,18 @@ def _log_problems(log: Path) -> list[str]:
 
 
 GITHUB_THREAD = re.compile(r"^https://github\.com/([^/]+/[^/]+)/(issues|pull|discussions)/(\d+)")
+# Discourse (discuss.vllm.ai) names a topic by its number; the slug may change and a post number may follow.
+DISCOURSE_TOPIC = re.compile(r"^https://discuss\.vllm\.ai/t/(?:[^/]*[^/\d][^/]*/)?(\d+)")
 
 
 def _thread_of(url: str) -> str:
-    """GitHub's owner and repository names are case-insensitive (github.com/A/B/issues/1 is github.com/a/b/issues/1)."""
+    """GitHub's owner and repository names are case-insensitive (github.com/A/B/issues/1 is github.com/a/b/issues/1);
+    a forum topic is its number, whatever slug or post number its address carries."""
     match = GITHUB_THREAD.match(url)
-    return f"https://github.com/{match[1].lower()}/{match[2]}/{match[3]}" if match else url
+    if match:
+        return f"https://github.com/{match[1].lower()}/{match[2]}/{match[3]}"
+    topic = DISCOURSE_TOPIC.match(url)
+    return f"https://discuss.vllm.ai/t/{topic[1]}" if topic else url
 
 
 def duplicate_sources(sidecars: list[Path]) -> list[str]:

@@ -70,3 +70,35 @@ def test_corpus_checker_finds_one_thread_spelled_with_other_capitals(tmp_path):
         (tmp_path / f"{case_id}.json").write_text(json.dumps({"source_url": url}))
     problems = _corpus_checker().duplicate_sources(sorted(tmp_path.glob("*.json")))
     assert len(problems) == 1 and problems[0].startswith("b001.json: same thread as a001.json")
+
+
+def test_corpus_checker_finds_one_forum_topic_under_two_addresses(tmp_path):
+    """A discuss.vllm.ai topic is its number: its slug may change and a reply's address adds a post number."""
+    import json
+
+    for case_id, url in (
+        ("a001", "https://discuss.vllm.ai/t/how-to-understand-oom/2584"),
+        ("b001", "https://discuss.vllm.ai/t/how-to-understand-oom-and-foresee-memory-usage/2584/2"),
+        ("c001", "https://discuss.vllm.ai/t/how-to-understand-oom/2585"),
+    ):
+        (tmp_path / f"{case_id}.json").write_text(json.dumps({"source_url": url}))
+    problems = _corpus_checker().duplicate_sources(sorted(tmp_path.glob("*.json")))
+    assert len(problems) == 1 and problems[0].startswith("b001.json: same thread as a001.json")
+
+
+def test_corpus_checker_takes_forum_pages_and_refuses_mirrors(tmp_path):
+    """Q&A and forum pages are public threads; a site that copies GitHub threads is refused, so that a mirrored
+    thread is cited by its GitHub address and the duplicate check sees it."""
+    import json
+
+    checker = _corpus_checker()
+    for case_id, url in (
+        ("a001", "https://stackoverflow.com/questions/7901/vllm-oom"),
+        ("b001", "https://www.stepcodex.com/en/issue/bug-engine-crashes"),
+        ("c001", "http://example.org/log"),
+    ):
+        (tmp_path / f"{case_id}.json").write_text(json.dumps({"id": case_id, "source_url": url}))
+    problems = {case_id: checker.case_problems(tmp_path / f"{case_id}.json") for case_id in ("a001", "b001", "c001")}
+    assert not any("source_url" in p for p in problems["a001"])
+    assert any("mirrors a GitHub thread" in p for p in problems["b001"])
+    assert any("not a public thread URL" in p for p in problems["c001"])
