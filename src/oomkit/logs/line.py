@@ -1,10 +1,13 @@
-"""One log line → one Record: wrappers (docker compose, kubectl/k9s, journald, Ray) and vLLM's
-V0/V1 headers peeled off, the raw text kept. Formats: shared/research/vllm-internals.md §1."""
+"""One log line → one Record (several where a page collapsed a log's newlines: `flat.py`): wrappers (docker compose,
+kubectl/k9s, journald, Ray) and vLLM's V0/V1 headers peeled off, the raw text kept. Formats:
+shared/research/vllm-internals.md §1."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from oomkit.logs.flat import FLAT_MIN_CHARS, pieces
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 # Colour codes whose ESC byte a copy lost ("[36m(RayWorkerWrapper pid=858)[0m INFO ...") or that syslog escaped
@@ -158,6 +161,14 @@ def _strip_wrappers(text: str) -> str:
     return text
 
 
+def parse_lines(raw: str, file: str = "-", line: int = 0) -> list[Record]:
+    """The records of one line: one, or several when a web page collapsed a log's newlines (`flat.pieces`); they share
+    the line's number."""
+    if len(raw) < FLAT_MIN_CHARS:
+        return [parse_line(raw, file, line)]
+    return [parse_line(piece, file, line) for piece in pieces(raw[:MAX_LINE_CHARS])]
+
+
 def parse_line(raw: str, file: str = "-", line: int = 0) -> Record:
     if len(raw) > MAX_LINE_CHARS:
         raw = raw[:MAX_LINE_CHARS]
@@ -228,7 +239,7 @@ def _embedded(body: str) -> re.Match[str] | None:
         return None
     m = EMBEDDED_HEADER.search(body)
     if m is None or not _wrapper_before(body[: m.start()]) or EMBEDDED_HEADER.search(m.group("msg")):
-        return None  # several records flattened onto one line are read as the line, as before
+        return None  # several records on a line too short for `flat.pieces` to cut are read as the line
     return m
 
 

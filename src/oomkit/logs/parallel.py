@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from oomkit.errors import InputError
-from oomkit.logs.line import MAX_LINE_CHARS, Record, parse_line
+from oomkit.logs.line import MAX_LINE_CHARS, Record, parse_lines
 
 if TYPE_CHECKING:
     from oomkit.logs.reader import Gaps, ReadStats
@@ -108,6 +108,6 @@ def read_located(located: Located, stats: ReadStats) -> Iterator[Record]:
             if end - start > MAX_LINE_CHARS:
                 stats.truncated_lines += 1
             raw = decode(os.pread(fd, min(end - start, MAX_LINE_CHARS), start), stats)
-            yield parse_line(raw, located.name, lineno)
+            yield from parse_lines(raw, located.name, lineno)
     finally:
         os.close(fd)

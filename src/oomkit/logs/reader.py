@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from oomkit.errors import InputError
-from oomkit.logs.line import MAX_LINE_CHARS, Record, parse_line
+from oomkit.logs.line import MAX_LINE_CHARS, Record, parse_lines
 
 BLOCK_BYTES = 4 << 20
 SNIFF_BYTES = 8192
@@ -257,7 +257,7 @@ def _numbered(
         cursor = end + 1
         if end - start > MAX_LINE_CHARS:
             stats.truncated_lines += 1
-        yield parse_line(decode(bytes(buf[start : min(end, start + MAX_LINE_CHARS)]), stats), name, lineno)
+        yield from parse_lines(decode(bytes(buf[start : min(end, start + MAX_LINE_CHARS)]), stats), name, lineno)
     tail = 1 if cursor < size and buf[size - 1 : size] != b"\n" else 0
     stats.lines += lineno - first_line + _count_newlines(buf, cursor, size) + tail
 
@@ -290,7 +290,7 @@ def _scan_one(name: str, key: re.Pattern[bytes] | None, stats: ReadStats, gaps: 
             if key is None:
                 for raw in block.split(b"\n")[:-1]:  # not splitlines(): "\r" is a tqdm refresh
                     lineno += 1
-                    yield parse_line(decode(raw, stats), name, lineno)
+                    yield from parse_lines(decode(raw, stats), name, lineno)
                 continue
             before = stats.lines
             yield from _numbered(block, _spans(block, key, gaps, release=False), name, stats, lineno)
@@ -350,7 +350,7 @@ def _timed(records: Iterator[Record], index: int) -> Iterator[tuple[str, int, in
 def read_text_lines(data: str, name: str = "-") -> Iterator[Record]:
     """Records from a string (tests, live follow of an in-memory buffer)."""
     for i, raw in enumerate(io.StringIO(data), start=1):
-        yield parse_line(raw, name, i)
+        yield from parse_lines(raw, name, i)
 
 
 def file_size(name: str) -> int | None:

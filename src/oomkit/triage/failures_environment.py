@@ -39,6 +39,10 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # or with a kernel package whose dynamic kernel configs it cannot parse ("AclNN_Inner_Error(EZ9999): Parse
             # dynamic kernel config fail." / "Failed to ParseDynamicKernels." / "AclOpKernelInit failed opType")
             r"|Parse dynamic kernel config fail|Failed to ParseDynamicKernels\b"
+            # CANN's graph engine failing to start when torch_npu first sets its compile options ("GEInitialize failed",
+            # "GELib::InnerInitialize failed", "OpCompileProcessor init failed"): the toolkit's install or its
+            # environment (set_env.sh, the operator package path), before any model runs
+            r"|\bGEInitialize failed|GELib::InnerInitialize failed|OpCompileProcessor init failed"
             # Triton looking libcuda up with `ldconfig -p` (backends/nvidia/driver.py libcuda_dirs) in an image without
             # ldconfig
             r"|No such file or directory: '(?:/s?bin/)?ldconfig'"
@@ -52,7 +56,10 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             r"|CUBLAS_STATUS_(?:INVALID_VALUE|NOT_SUPPORTED|ARCH_MISMATCH)\b"
             r"|only supported (?:on|in|by) (?:Hopper|Blackwell|Ampere|Ada|SM ?\d+|sm_?\d+|FlashAttention ?\d|FA ?\d|CUDA\b|ROCm|XPU)"
             r"|not supported on the current device|Unsupported (?:GPU |CUDA |SM )?architecture\b"
-            r"|Failed to load NCCL library|Cannot re-initialize CUDA in forked subprocess"
+            # PyTorch's lazy device initialisation refusing a forked child of a process that already opened the
+            # device (torch/cuda/__init__.py _lazy_init; torch.xpu, torch.mtia and torch_npu keep the same guard and
+            # wording: "Cannot re-initialize NPU in forked subprocess")
+            r"|Failed to load NCCL library|Cannot re-initialize (?:CUDA|NPU|XPU|MTIA) in forked subprocess"
             # CPython's multiprocessing refusing how the program starts vLLM's worker processes: from a daemonic
             # pool worker (process.py BaseProcess.start's assert) or, under spawn, from a script without a
             # `if __name__ == "__main__":` guard (spawn.py _check_not_importing_main, a message CPython breaks over
@@ -67,6 +74,9 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # Quark's _check_scheme_supported, MoeWNA16Config); CUDA's name for "no kernel image" in the
             # "Search for `cudaErrorNoKernelImageForDevice'" hint PyTorch prints under a CUDA error
             r"|is not supported for the current GPU|cudaErrorNoKernelImageForDevice"
+            # CUDA refusing a kernel binary it was handed (cudaErrorInvalidKernelImage, "device kernel image is
+            # invalid"): Triton's or a JIT's cubin built for another architecture or a newer driver than the host's
+            r"|device kernel image is invalid"
             # compressed-tensors' scheme check, also as the tuple its message was built as in some releases
             # ("('Quantization scheme is not supported for ', 'the current GPU. Min capability: 80. ', ...)")
             r"|Quantization scheme is not supported for"
@@ -144,7 +154,8 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
         "compiler; gcc without Python's headers builds triton's launcher); vLLM's kernel and backend checks "
         "('Sinks are only supported in FlashAttention 3', 'only supported on Hopper devices', 'only supported on SM75+'), "
         "kernel libraries' 'Unsupported architecture' (DeepGEMM); vllm/distributed/device_communicators/pynccl_wrapper.py "
-        "('Failed to load NCCL library from': the library, not the link); torch/cuda/__init__.py _lazy_init (fork); "
+        "('Failed to load NCCL library from': the library, not the link); torch/cuda, torch/xpu, torch/mtia and "
+        "torch_npu _lazy_init (fork); CUDA's cudaErrorInvalidKernelImage as Triton's driver reports it; CANN's ge_api.cc GEInitialize and gelib.cc (graph engine start-up); "
         "torch's op namespaces of vLLM's compiled extensions (_C, _moe_C, _rocm_C: 'object has no attribute' when the "
         "build lacks the op); Triton's fp8 dtype check ('not supported in this architecture'); vLLM's CUTLASS "
         "dispatch ('not implemented for Blackwell'); DeepGEMM's DG_HOST_ASSERT ('Assertion error (...deepgemm...)'); "

@@ -111,8 +111,8 @@ def source_frames_phase(stack: list[str]) -> str | None:
     if rooted is not None:
         return rooted
     for path, func in reversed(frames):
-        if (phase := module_phase(f"{path}::{func}")) is not None:
-            return phase
+        if func != "<module>" and (phase := module_phase(f"{path}::{func}")) is not None:
+            return phase  # a module's body runs at import, whatever the package does later
     return next((row.phase for row in reversed(rows) if row.phase != SHARED), None)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from oomkit.logs.line import parse_line
+from oomkit.logs.line import parse_line, parse_lines
 from oomkit.logs.reader import Gaps
 from oomkit.triage import facts, failures, figures, frames, markers
 from oomkit.triage.literals import Need, ere_pattern, key_pattern, required_literals
@@ -144,6 +144,19 @@ def _first_serve_line(data: bytes, end: int) -> int | None:
     return first
 
 
+def _more_records(data: bytes, read: set[int]) -> int:
+    """The stats records beyond one per line on lines that hold several (a page collapsed the log's newlines), as
+    reading every line splits them (`parse_lines`); lines the reader reads anyway (`read`: their starts) aside."""
+    more = 0
+    for match in STATS_REST.finditer(data):
+        start = data.rfind(b"\n", 0, match.start()) + 1
+        if start in read or data.find(STATS_TAG, match.start() + 1, match.end()) < 0:
+            continue
+        records = parse_lines(data[start : match.end()].decode("utf-8", "replace"))
+        more += sum(bool(STATS_HEAD.search(record.msg)) for record in records) - 1
+    return more
+
+
 class PeriodicLines:
     """The gap hook of the reader (`oomkit.logs.reader.Gaps`): picks the periodic lines to read
     and counts the others. Order does not matter for what it keeps (a count and maxima)."""
@@ -170,6 +183,8 @@ class PeriodicLines:
                 if found := STATS_REST.search(data, start):
                     stats_lines.remove(found.group(0))
             skipped = len(stats_lines) - len({head, tail})
+            if data.count(STATS_TAG) > len(stats_lines):  # a line holding several stats records (a collapsed log)
+                skipped += _more_records(data, {head, tail, *passed, *passed_back})
             if skipped > 0:
                 self.skipped_stats += skipped
                 self._peaks(b"\n".join(stats_lines))

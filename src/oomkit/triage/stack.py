@@ -34,6 +34,8 @@ def stack_phase(stack: list[str], memory: bool = False, answered: bool = False) 
     call the stack waits in ("Worker failed with error ..."), so the wait ended, and did not time out."""
     if len(stack) >= 2 and all(frame.endswith("::<module>") for frame in stack[-2:]):
         return "environment"  # raised while importing: the installation, not a start-up step
+    if importing_vllm(stack):
+        return "environment"  # what importing vLLM runs (a library's decorator, its init) failed below its modules
     if stack and IMPORT_MACHINERY.search(stack[-1]):
         return "environment"  # cut inside Python's import of a module (vllm's lazy __getattr__, the model registry's)
     if stack and not memory and ENV_FRAME.search(stack[-1]):
@@ -58,13 +60,19 @@ def stack_phase(stack: list[str], memory: bool = False, answered: bool = False) 
         if startup[-1] == "distributed_init" and source_frames_phase(stack) == "network_communication":
             return "network_communication"
         return startup[-1]
-    if any(is_serving_frame(f) for f in stack):
-        return "serving"
+    if any(is_serving_frame(f) and not f.endswith("::<module>") for f in stack):
+        return "serving"  # a module's body runs when it is imported, whatever the module serves
     if sampler_only(stack):
         # V1's sampler runs in start-up's sampler warm-up (gpu_model_runner `_dummy_sampler_run`) as in every serving
         # step: with no caller in the stack, its frames place nothing; markers or other processes' frames may.
         return None
     return source_frames_phase(stack)
+
+
+def importing_vllm(stack: list[str]) -> bool:
+    """The innermost two of vLLM's frames are module bodies: vLLM was being imported, whatever ran below them."""
+    vllm = [frame for frame in stack if "/vllm/" in frame or "/vllm_" in frame]
+    return len(vllm) >= 2 and all(frame.endswith("::<module>") for frame in vllm[-2:])
 
 
 def library_frame(frame: str) -> bool:
@@ -106,5 +114,6 @@ def step_kind(frames: list[str], msg: str, batch: str | None, last_stats: dict[s
 def request_only(stack: list[str]) -> bool:
     """A frame of code that runs only for a request (its grammar: structured output, guided decoding): the engine
     was serving, whichever start-up marker an excerpt kept last (the model's own serving frames also run in start-up's
-    dummy runs, so they do not outrank a marker). Not a constructor: the engine builds its grammar manager at start-up."""
-    return any(module_phase(frame) == "serving" and not frame.endswith("::__init__") for frame in stack)
+    dummy runs, so they do not outrank a marker). Not a constructor: the engine builds its grammar manager at start-up;
+    nor a module's body: importing vLLM imports the grammar backends too."""
+    return any(module_phase(frame) == "serving" and not frame.endswith(("::__init__", "::<module>")) for frame in stack)
