@@ -1,11 +1,10 @@
 """Logs whose newlines a web page collapsed: several records on one line.
 
-A Hugging Face Space's "Runtime error" panel, some forums and some log shippers show a log with its line breaks
-turned into spaces, so a whole traceback and the vLLM lines around it arrive as one line. Read as one line, only its
-first frame and first message count. Such a line is cut where a record of its own starts: vLLM's header (with the
-process prefix before it), a traceback's first line, a Python frame, and within a frame the exception line after the
-frame's code. A line is cut only when it holds at least two such starts beyond a header's own frame and is long; a
-normal line never is.
+A Hugging Face Space's "Runtime error" panel and some forums show a log with its line breaks turned into spaces, so
+a whole traceback and the vLLM lines around it arrive as one line. Read as one line, only its first frame and first
+message count. Such a line is cut where a record of its own starts: vLLM's header (with the process prefix before
+it), a traceback's first line, a Python frame, and within a frame the exception line after the frame's code. A line
+is cut only when it is long and holds at least two such starts beyond a header's own frame; a normal line never is.
 """
 
 from __future__ import annotations
