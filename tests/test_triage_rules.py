@@ -57,32 +57,39 @@ def test_corpus_checker_knows_the_same_phases():
     assert _corpus_checker().PHASES == set(PHASES)
 
 
+def _duplicates_among(tmp_path, urls: tuple[str, ...]) -> list[str]:  # noqa: ANN001 - pytest's tmp_path
+    """The duplicate check's problems for cases a001, b001, ... citing `urls` in order."""
+    import json
+
+    for index, url in enumerate(urls):
+        (tmp_path / f"{chr(ord('a') + index)}001.json").write_text(json.dumps({"source_url": url}))
+    return _corpus_checker().duplicate_sources(sorted(tmp_path.glob("*.json")))
+
+
 def test_corpus_checker_finds_one_thread_spelled_with_other_capitals(tmp_path):
     """GitHub's owner and repository names are case-insensitive: one thread under two spellings is one thread, which
     must not sit on both sides of the split."""
-    import json
-
-    for case_id, url in (
-        ("a001", "https://github.com/sherdencooper/GPTFuzz/issues/27"),
-        ("b001", "https://github.com/sherdencooper/gptfuzz/issues/27"),
-        ("c001", "https://github.com/sherdencooper/gptfuzz/issues/28"),
-    ):
-        (tmp_path / f"{case_id}.json").write_text(json.dumps({"source_url": url}))
-    problems = _corpus_checker().duplicate_sources(sorted(tmp_path.glob("*.json")))
+    problems = _duplicates_among(
+        tmp_path,
+        (
+            "https://github.com/sherdencooper/GPTFuzz/issues/27",
+            "https://github.com/sherdencooper/gptfuzz/issues/27",
+            "https://github.com/sherdencooper/gptfuzz/issues/28",
+        ),
+    )
     assert len(problems) == 1 and problems[0].startswith("b001.json: same thread as a001.json")
 
 
 def test_corpus_checker_finds_one_forum_topic_under_two_addresses(tmp_path):
     """A discuss.vllm.ai topic is its number: its slug may change and a reply's address adds a post number."""
-    import json
-
-    for case_id, url in (
-        ("a001", "https://discuss.vllm.ai/t/how-to-understand-oom/2584"),
-        ("b001", "https://discuss.vllm.ai/t/how-to-understand-oom-and-foresee-memory-usage/2584/2"),
-        ("c001", "https://discuss.vllm.ai/t/how-to-understand-oom/2585"),
-    ):
-        (tmp_path / f"{case_id}.json").write_text(json.dumps({"source_url": url}))
-    problems = _corpus_checker().duplicate_sources(sorted(tmp_path.glob("*.json")))
+    problems = _duplicates_among(
+        tmp_path,
+        (
+            "https://discuss.vllm.ai/t/how-to-understand-oom/2584",
+            "https://discuss.vllm.ai/t/how-to-understand-oom-and-foresee-memory-usage/2584/2",
+            "https://discuss.vllm.ai/t/how-to-understand-oom/2585",
+        ),
+    )
     assert len(problems) == 1 and problems[0].startswith("b001.json: same thread as a001.json")
 
 
