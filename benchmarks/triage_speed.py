@@ -1,7 +1,7 @@
 """Triage speed on large multi-rank logs, against grep -E with the same key, and peak memory.
 
     python benchmarks/triage_speed.py [--case stats|chatter|mixed|all] [--ranks 8] [--mb 40]
-                                      [--repeat 3] [--small] [--keep DIR]
+                                      [--repeat 3] [--small] [--keep DIR] [--envelope none|docker|cri]
 
 Cases (one file per rank, one CUDA OOM near the end of one rank; the verdict must name it):
   stats    every third line an engine stats line (a long-running server), the rest access and
@@ -16,7 +16,9 @@ For each case, in this shell, the best of --repeat runs of
   oomkit:    `python -m oomkit triage FOLDER --json` (a subprocess; peak RSS is the largest of
              its processes, workers included).
 Goals (issue 13): stats <= 3x grep, chatter <= 1.5x, RSS <= 200 MB. OOMKIT_PREFILTER=re runs the
-fallback without RE2. --small (8 ranks x 2 MB) is the case CI runs. Exit 1 when a verdict is wrong.
+fallback without RE2. --small (8 ranks x 2 MB) is the case CI runs. --envelope writes each line as a node's
+files hold a container's log: Docker's json-file records (decoded line by line before the key runs) or CRI's
+"<time> stderr F " stamp; the goals are the plain files'. Exit 1 when a verdict is wrong.
 """
 
 from __future__ import annotations
@@ -99,18 +101,27 @@ def line_for(case: str, i: int, rank: int, pid: int) -> str:
     )
 
 
-def write_rank(path: Path, case: str, rank: int, target_bytes: int, with_oom: bool) -> None:
+def enveloped(line: str, envelope: str) -> str:
+    if envelope == "docker":
+        record = {"log": line, "stream": "stderr", "time": "2026-12-02T10:00:00.000000001Z"}
+        return json.dumps(record, separators=(",", ":")) + "\n"  # as Docker writes: compact
+    if envelope == "cri":
+        return "2026-12-02T10:00:00.000000001Z stderr F " + line
+    return line
+
+
+def write_rank(path: Path, case: str, rank: int, target_bytes: int, with_oom: bool, envelope: str = "none") -> None:
     pid = 5000 + rank
     with open(path, "w", buffering=1 << 20) as fh:
-        fh.write(STARTUP.format(rank=rank, pid=pid))
+        fh.write("".join(enveloped(line, envelope) for line in STARTUP.format(rank=rank, pid=pid).splitlines(True)))
         written, i, batch = 0, 0, []
         while written < target_bytes:
-            line = line_for(case, i, rank, pid)
+            line = enveloped(line_for(case, i, rank, pid), envelope)
             batch.append(line)
             written += len(line)
             i += 1
             if with_oom and written > target_bytes * 0.97:
-                batch.append(OOM.format(rank=rank, pid=pid, t=clock(i)))
+                batch.append(enveloped(OOM.format(rank=rank, pid=pid, t=clock(i)), envelope))
                 with_oom = False
             if len(batch) >= 20000:
                 fh.write("".join(batch))
@@ -140,7 +151,7 @@ def run_case(case: str, folder: Path, args: argparse.Namespace) -> bool:
     for rank in range(args.ranks):
         path = folder / f"rank{rank}.log"
         if not path.exists() or path.stat().st_size < per_rank:
-            write_rank(path, case, rank, per_rank, with_oom=rank == args.ranks - 1)
+            write_rank(path, case, rank, per_rank, with_oom=rank == args.ranks - 1, envelope=args.envelope)
         files.append(str(path))
     size_mb = sum(os.path.getsize(f) for f in files) / (1 << 20)
     for f in files:  # warm the page cache so every reader sees the same disk state
@@ -159,7 +170,8 @@ def run_case(case: str, folder: Path, args: argparse.Namespace) -> bool:
     ok = verdict["phase"] in ("serving_prefill", "serving_decode") and evidence["file"].endswith(
         f"rank{args.ranks - 1}.log"
     )
-    print(f"[{case}] {size_mb:.0f} MB in {args.ranks} files, best of {args.repeat}")
+    wrapped = "" if args.envelope == "none" else f", each line in a {args.envelope} envelope"
+    print(f"[{case}] {size_mb:.0f} MB in {args.ranks} files{wrapped}, best of {args.repeat}")
     print(
         f"  grep -E, oomkit's key:  {grep_s:.2f} s, peak RSS {grep_rss_mb:.0f} MB"
         f"   (grep -E, the old generic keywords: {grep_old_s:.2f} s)"
@@ -183,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--small", action="store_true", help="8 ranks x 2 MB, one run: the CI case")
     ap.add_argument("--keep", type=Path, help="write the log folders here and keep them")
+    ap.add_argument(
+        "--envelope", choices=["none", "docker", "cri"], default="none", help="wrap each line as a node keeps it"
+    )
     args = ap.parse_args(argv)
     if args.small:
         args.ranks, args.mb, args.repeat = 8, 2.0, 1
@@ -191,7 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"prefilter: {engine_name()} (OOMKIT_PREFILTER={os.environ.get('OOMKIT_PREFILTER', 'unset')}), {os.cpu_count()} cores"
     )
-    results = [run_case(case, root / case, args) for case in cases]
+    results = [
+        run_case(case, root / (case if args.envelope == "none" else f"{case}-{args.envelope}"), args) for case in cases
+    ]
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)
     return 0 if all(results) else 1

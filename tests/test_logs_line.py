@@ -67,6 +67,22 @@ def test_journald_and_rfc3339():
     assert r.msg == "Application startup complete."
 
 
+def test_every_journalctl_stamp_and_cris_is_peeled_from_a_traceback():
+    """Lines without vLLM's header (a traceback's) keep only what the process printed (before session 29 the
+    precise, ISO, full and epoch stamps and CRI's stream and tag stayed on them, and the traceback was not read)."""
+    for stamp in (
+        "Dec 07 14:10:08.123456 gpu01 vllm[123]: ",
+        "2026-12-07T14:10:08+0000 gpu01 vllm[123]: ",
+        "2026-12-07T14:10:08.123456+00:00 gpu01 python3[123]: ",
+        "Mon 2026-12-07 14:10:08 UTC gpu01 vllm[123]: ",
+        "1765116608.123456 gpu01 vllm[123]: ",
+        "2026-04-10T08:52:23.883665519+08:00 stderr F ",
+        "2026-04-10T08:52:23.883665519Z stdout P ",
+    ):
+        assert parse_line(stamp + "Traceback (most recent call last):").msg == "Traceback (most recent call last):"
+    assert parse_line("2026-12-07 14:10:08 host run: x[1]: y").msg == "host run: x[1]: y"  # no "unit[pid]: " after it
+
+
 def test_a_wrapper_date_stamp_before_vllms_header():
     for stamp in ("[2024-07-08 15:17:34] ", "2024-07-08 15:17:34,123 ", "[2024-07-08T15:17:34.5+08:00]  "):
         r = parse_line(stamp + "INFO 07-08 07:17:34 metrics.py:334] Avg prompt throughput: 1.0 tokens/s")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from oomkit.logs.envelope import unwrap
 from oomkit.logs.flat import FLAT_MIN_CHARS, pieces
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
@@ -21,8 +22,12 @@ RAY_REPEAT = re.compile(r"\s*\[repeated (?P<n>\d+)x across cluster\]\s*$")
 # kubectl/k9s log views draw box borders; kubectl --prefix adds "[pod/name/container] ".
 K8S_BORDER = re.compile(r"^[│┃|]\s?(?P<rest>.*?)\s*[│┃|]?\s*$")
 K8S_PREFIX = re.compile(r"^\[pod/[^\]\s]+\]\s")
-# kubectl --timestamps / docker logs -t: RFC 3339 time first.
-RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s")
+# kubectl --timestamps / docker logs -t: RFC 3339 time first. The node's own files under /var/log/pods (CRI's format,
+# containerd and CRI-O) add the stream and a tag: "2026-04-10T08:52:19.07+08:00 stderr F <line>" (P: a line the
+# runtime cut at 16 KiB, read as its pieces).
+RFC3339 = re.compile(
+    r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s(?:(?:stdout|stderr) [FP] )?"
+)
 # Wrappers that stamp each line with a full date (supervisord, tee-with-date scripts, some
 # launchers): "[2024-07-08 15:17:34] ", "2024-07-08 15:17:34,123 ". vLLM's own header never starts
 # with a four-digit year, so a line that does carries someone else's stamp first.
@@ -33,8 +38,14 @@ DATED = re.compile(r"^\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|
 FASTCHAT = re.compile(r"^\|\s*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s*\|\s*[\w.\-]+\s*\|\s?")
 # docker compose: "service-name_1  | " (v1) or "service-1  | " (v2).
 COMPOSE = re.compile(r"^(?P<svc>[A-Za-z0-9][\w.\-]*)\s+\|\s?")
-# journald short format: "Dec 02 15:18:01 host unit[pid]: " — month may be localised ("6月").
-JOURNALD = re.compile(r"^(?:[A-Z][a-z]{2}|\d{1,2}月)\s+\d{1,2} \d{2}:\d{2}:\d{2} \S+ [\w.@\-/]+(?:\[\d+\])?: ")
+# journald's short format: "Dec 02 15:18:01 host unit[pid]: " (month may be localised: "6月"), and its other
+# `journalctl -o` stamps: short-precise's microseconds, short-full's "Mon 2026-12-07 14:10:08 UTC", short-unix's epoch.
+JOURNALD = re.compile(
+    r"^(?:(?:[A-Z][a-z]{2}|\d{1,2}月)\s+\d{1,2} \d{2}:\d{2}:\d{2}(?:\.\d+)?"
+    r"|[A-Z][a-z]{2} \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} [A-Z]{2,5}|\d{9,10}\.\d+) \S+ [\w.@\-/]+(?:\[\d+\])?: "
+)
+# ... and after an ISO stamp (short-iso, short-iso-precise; syslog files with RFC 3339 times): "host unit[pid]: ".
+SYSLOG_SOURCE = re.compile(r"^[\w.\-]+ [\w.@\-/]+\[\d+\]: ")
 # Ray actors nest parentheses in the name ("(MapWorker(MapBatches(X)) pid=1)"); copy-paste can lose
 # the opening one.
 PREFIX = re.compile(r"^\(?(?P<proc>[^\s].{0,120}?) pid=(?P<pid>\d{1,10})\b(?:, ip=(?P<ip>[^)]+))?\)\s*")
@@ -144,6 +155,8 @@ def _strip_wrappers(text: str) -> str:
             text = text[m.end() :]
             if text.startswith("|") and (m := FASTCHAT.match(text)):
                 text = text[m.end() :]
+            elif m := SYSLOG_SOURCE.match(text):
+                text = text[m.end() :]
         m = JOURNALD.match(text)
         if m:
             text = text[m.end() :]
@@ -162,8 +175,10 @@ def _strip_wrappers(text: str) -> str:
 
 
 def parse_lines(raw: str, file: str = "-", line: int = 0) -> list[Record]:
-    """The records of one line: one, or several when a web page collapsed a log's newlines (`flat.pieces`); they share
-    the line's number."""
+    """The records of one line: one, or several when a web page collapsed a log's newlines (`flat.pieces`) or the line
+    is a collector's JSON record holding several lines (`envelope.unwrap`); they share the line's number."""
+    if raw[:1] == "{" and (record := unwrap(raw)) is not None:  # a JSON record in a log that is not all records
+        return [parse_line(text, file, line) for text in record.lines] or [parse_line("", file, line)]
     if len(raw) < FLAT_MIN_CHARS:
         return [parse_line(raw, file, line)]
     return [parse_line(piece, file, line) for piece in pieces(raw[:MAX_LINE_CHARS])]

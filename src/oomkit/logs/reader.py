@@ -1,5 +1,7 @@
 """Streaming, constant-memory reading of log sources: files, directories (one log per rank, node
-or pod, merged in time order), .gz, and stdin ("-"). Bad input is an InputError with one line."""
+or pod, merged in time order), .gz, and stdin ("-"); a log kept as a collector's JSON records (Docker's
+json-file, journald's export: `envelope.py`) is read as the lines they hold. Bad input is an InputError
+with one line."""
 
 from __future__ import annotations
 
@@ -10,15 +12,20 @@ import mmap
 import os
 import re
 import sys
+from array import array
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from oomkit.errors import InputError
+from oomkit.logs.envelope import Decoder, is_enveloped
 from oomkit.logs.line import MAX_LINE_CHARS, Record, parse_lines
 
 BLOCK_BYTES = 4 << 20
+# A block of JSON records is held decoded while its records are read, for each rank file at once: smaller blocks keep
+# eight ranks' worth under the RSS goal.
+ENVELOPED_BLOCK_BYTES = 1 << 20
 SNIFF_BYTES = 8192
 LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ".gz", ""}
 GZIP_MAGIC = b"\x1f\x8b"
@@ -111,14 +118,15 @@ class _Source:
         except (OSError, EOFError) as err:
             raise InputError(f"{name}: cannot read ({err})", "the file may be a truncated .gz; try `zcat -f`") from None
         sniff(name, head)
+        self.enveloped = is_enveloped(head)
 
-    def blocks(self) -> Iterator[bytes]:
+    def blocks(self, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
         """Whole-line blocks; a line longer than the cap is cut (and counted) without buffering it."""
         carry = b""
         skipping = False
         while True:
             try:
-                chunk = self.fh.read(BLOCK_BYTES)
+                chunk = self.fh.read(block_bytes)
             except (OSError, EOFError, gzip.BadGzipFile) as err:
                 self.stats.warnings.append(f"{self.name}: stopped reading early ({err}); analysed what was read")
                 chunk = b""
@@ -164,13 +172,15 @@ def decode(raw: bytes, stats: ReadStats) -> str:
 
 
 def _mappable(name: str) -> bool:
+    """A plain file the key can scan in place: not stdin, empty, gzip or JSON records (their text is escaped)."""
     try:
         if name == "-" or os.path.getsize(name) == 0:
             return False
         with open(name, "rb") as fh:
-            return fh.read(2) != GZIP_MAGIC
+            head = fh.read(SNIFF_BYTES)
     except OSError:
         return False
+    return head[:2] != GZIP_MAGIC and not is_enveloped(head)
 
 
 def _count_newlines(buf: Buffer, start: int, end: int) -> int:
@@ -284,6 +294,9 @@ def _scan_one(name: str, key: re.Pattern[bytes] | None, stats: ReadStats, gaps: 
         return
     src = _Source(name, stats)
     stats.files.append(name)
+    if src.enveloped:
+        yield from _scan_enveloped(src, key, stats, gaps)
+        return
     lineno = 0
     try:
         for block in src.blocks():
@@ -299,6 +312,39 @@ def _scan_one(name: str, key: re.Pattern[bytes] | None, stats: ReadStats, gaps: 
             stats.lines += lineno
     finally:
         src.close()
+
+
+def _scan_enveloped(
+    src: _Source, key: re.Pattern[bytes] | None, stats: ReadStats, gaps: Gaps | None
+) -> Iterator[Record]:
+    """A file of JSON records: each block decoded to the lines it holds, which are read as a plain log's (the key and
+    the gaps run over the decoded text), each record on the line of the file it came from."""
+    decoder = Decoder()
+    lineno = 0
+    try:
+        for block in src.blocks(ENVELOPED_BLOCK_BYTES):
+            yield from _decoded(
+                *decoder.raw_block(block, lineno, lambda raw: decode(raw, stats)), src.name, key, stats, gaps
+            )
+            lineno += block.count(b"\n")
+        yield from _decoded(*decoder.flush(), src.name, key, stats, gaps)
+        stats.lines += lineno
+    finally:
+        src.close()
+
+
+def _decoded(
+    text: bytes, where: array, name: str, key: re.Pattern[bytes] | None, stats: ReadStats, gaps: Gaps | None
+) -> Iterator[Record]:
+    """Records of decoded text; `where[i]`: the file's line that the text's line i + 1 came from."""
+    if key is None:
+        for index, raw in enumerate(text.split(b"\n")[:-1]):
+            yield from parse_lines(decode(raw, stats), name, where[index])
+        return
+    scratch = ReadStats()  # counts the decoded lines, not the file's
+    for rec in _numbered(text, _spans(text, key, gaps, release=False), name, scratch):
+        yield replace(rec, line=where[rec.line - 1])
+    stats.truncated_lines += scratch.truncated_lines
 
 
 def iter_records(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from oomkit.logs.envelope import TEXT_KEYS, TRACE_KEYS
 from oomkit.logs.line import parse_line, parse_lines
 from oomkit.logs.reader import Gaps
 from oomkit.triage import facts, failures, figures, frames, markers
@@ -77,12 +78,18 @@ def _needs() -> list[Need]:
     return needs
 
 
+# A collector's JSON record on a line of a log that is not all such records (`oomkit.logs.envelope`; a file that is
+# all records is decoded before the key runs): its text is escaped (`File \"...\"`), so the line is read whatever it
+# holds, as reading every line would unwrap it.
+_FIELDS = "|".join(TEXT_KEYS + TRACE_KEYS)
+ENVELOPE_FIELD = f'"(?:{_FIELDS})" ?: ?"'
 # The same for grep -E (benchmarks/triage_speed.py times grep with it).
 PRESSURE_ERE = "(Waiting|Pending): [1-9].*KV cache usage: (9[5-9]|100)|Preemptions: [1-9]"
+ENVELOPE_FIELD_ERE = f'"({_FIELDS})" ?: ?"'
 NEEDS = _needs()
-KEY_PATTERN = key_pattern(NEEDS) + "|" + PRESSURE
+KEY_PATTERN = key_pattern(NEEDS) + "|" + PRESSURE + "|" + ENVELOPE_FIELD
 KEY_BYTES = re.compile(KEY_PATTERN.encode())  # the live follow's key, and what the fallback must equal
-KEY_ERE = ere_pattern(NEEDS) + "|" + PRESSURE_ERE
+KEY_ERE = ere_pattern(NEEDS) + "|" + PRESSURE_ERE + "|" + ENVELOPE_FIELD_ERE
 SERVE_LITERALS = tuple(sorted(lit.text.encode() for lit in required_literals(SERVE_MARKER.pattern) or ()))
 STATS_TAG = b"Avg prompt throughput: "
 # A line a live follow must read: a key line or a periodic one (no gap scan there).
