@@ -75,8 +75,8 @@ def _verdict(path: Path) -> tuple:
 @pytest.mark.skipif(not SHARED_LOGS, reason="../shared/fixtures/vllm-logs is not checked out beside the repository")
 @pytest.mark.parametrize("kind", sorted(WRAPPERS))
 def test_a_wrapped_log_reads_as_the_log_it_holds(tmp_path: Path, kind: str) -> None:
-    """Each of the shared labelled logs, wrapped: at the starting code 6 Docker and 6 journald files (and 1 CRI file)
-    of the 23 read otherwise (a traceback's frames inside escaped quotes were not read)."""
+    """Each of the shared labelled logs, wrapped: at the starting code 6 Docker, 6 Fluent Bit and 6 journald files (and
+    1 CRI file) of the 23 read otherwise (a traceback's frames inside escaped quotes were not read)."""
     differ = []
     for log in SHARED_LOGS:
         wrapped = tmp_path / f"{log.stem}.{kind}.log"
