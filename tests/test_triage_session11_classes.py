@@ -19,16 +19,25 @@ from oomkit.triage.knowledge_rules import template_phase
 
 WORKER = "(RayWorkerWrapper pid=22) ERROR 04-24 16:06:40 worker_base.py:157] "
 CASES = {
-    "marlin_shape_template": Case(
+    # Marlin's shape check, raised on the weight-loading path, is worded as a refusal of the tensor-parallel size: since
+    # session 29 the refusal's wording comes before the mined template's phase (session 11 read it as weight loading)
+    "marlin_shape_refusal": Case(
         "ValueError: Weight input_size_per_partition = 10944 is not divisible by min_thread_k = 128. Consider reducing "
         "tensor_parallel_size or running with --quantization gptq.\n",
+        "environment",
+        False,
+        "low",
+    ),
+    # a message raised on the weight-loading path in no refusal's words: its template places it
+    "kernel_choice_template": Case(
+        "ValueError: Failed to find a kernel that can implement the WNA16 linear layer. Reasons: \n",
         "weight_loading",
         False,
         "low",
     ),
     # (session 11 used the capability check, "is not supported for the current GPU", which a hand rule names since
     # session 13: tests/test_triage_session13_classes.py)
-    "quantization_capability_template": Case(
+    "quantization_capability_refusal": Case(
         "ValueError: torch.bfloat16 is not supported for quantization method awq. Supported dtypes: [torch.float16]\n",
         "environment",
         False,
@@ -87,6 +96,9 @@ def test_session11_class(name: str, tmp_path: Path) -> None:
     if name.endswith("_template"):
         assert verdict.decided_by == "template"
         assert "vLLM raises this message in vllm/" in verdict.confidence_reason
+    if name in ("marlin_shape_refusal", "quantization_capability_refusal"):
+        assert verdict.decided_by == "template"
+        assert "worded as a refusal of a setting" in verdict.confidence_reason
 
 
 def test_places_that_disagree_place_nothing() -> None:

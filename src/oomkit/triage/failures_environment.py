@@ -60,6 +60,9 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
             # device (torch/cuda/__init__.py _lazy_init; torch.xpu, torch.mtia and torch_npu keep the same guard and
             # wording: "Cannot re-initialize NPU in forked subprocess")
             r"|Failed to load NCCL library|Cannot re-initialize (?:CUDA|NPU|XPU|MTIA) in forked subprocess"
+            # a table keyed by the platform with no row for this one (the quantization kernels' _POSSIBLE_KERNELS
+            # [current_platform._enum] in choose_scaled_mm_linear_kernel and its kin): the platform lacks the feature
+            r"|KeyError: <PlatformEnum\.\w+: \d+>"
             # CPython's multiprocessing refusing how the program starts vLLM's worker processes: from a daemonic
             # pool worker (process.py BaseProcess.start's assert) or, under spawn, from a script without a
             # `if __name__ == "__main__":` guard (spawn.py _check_not_importing_main, a message CPython breaks over

@@ -68,6 +68,16 @@ MODULE_PHASES: tuple[tuple[re.Pattern[str], str, str], ...] = (
         "build); multiprocessing/spawn.py prepare (a main module re-imported without a __main__ guard)",
     ),
     (
+        # the KV-cache coordinator and managers are built once, with the scheduler, from the KV-cache groups the start-up
+        # sized (V1's Scheduler.__init__ -> KVCacheManager -> get_kv_cache_coordinator); serving calls their other methods
+        re.compile(
+            r"/vllm(?:_\w+)?/v1/core/(?:\w+_)?(?:kv_cache_coordinator|kv_cache_manager|block_pool)\.py::"
+            r"(?:__init__|verify_and_split_kv_cache_groups|get_kv_cache_coordinator)$"
+        ),
+        "kv_cache_allocation",
+        "vllm/v1/core kv_cache_coordinator, kv_cache_manager, single_type_kv_cache_manager, block_pool: constructors",
+    ),
+    (
         re.compile(r"/vllm/compilation/cuda_graph\.py|/vllm/worker/model_runner\.py::capture"),
         "cudagraph_capture",
         "vllm/compilation/cuda_graph.py (CUDAGraphWrapper)",

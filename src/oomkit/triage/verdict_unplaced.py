@@ -19,7 +19,9 @@ def unplaced_crash(t: Triage, exc: Evidence | None, first: Hit, shown: list[Hit]
     # A request vLLM refused or trimmed in the same log (E-REQLEN) means the engine was serving: not start-up.
     served = any(h.rule.cls == "request" for h in hits)
     placeless = first.context_phase is None and not first.after_ready and not served
-    mined = template_phase(exc.text) if exc is not None and placeless else None
+    # A refusal's wording names the launch's settings, whichever step's function vLLM checks them in ("does not support
+    # LoRA yet" is raised while loading): the convention files it under environment, so the wording goes first.
+    mined = template_phase(exc.text) if exc is not None and placeless and not refused_setting(exc.text) else None
     if mined is not None and exc is not None:
         phase, row = mined
         return make_verdict(
