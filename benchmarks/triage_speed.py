@@ -17,7 +17,7 @@ For each case, in this shell, the best of --repeat runs of
              its processes, workers included).
 Goals (issue 13): stats <= 3x grep, chatter <= 1.5x, RSS <= 200 MB. OOMKIT_PREFILTER=re runs the
 fallback without RE2. --small (8 ranks x 2 MB) is the case CI runs. --envelope writes each line as a node's
-files hold a container's log: Docker's json-file records (decoded line by line before the key runs) or CRI's
+files hold a container's log: Docker's json-file records (unwrapped a block at a time before the key runs) or CRI's
 "<time> stderr F " stamp; the goals are the plain files'. Exit 1 when a verdict is wrong.
 """
 
