@@ -4,6 +4,8 @@ same triage as feeding the engine every line of the log."""
 
 from __future__ import annotations
 
+import gzip
+import json
 import re
 import shutil
 import subprocess
@@ -154,6 +156,40 @@ def test_ranks_on_workers_equal_one_process(tmp_path, monkeypatch):
     assert parallel_scan.worth_parallel([str(p) for p in folder.glob("*.log")], jobs=2)
     assert analyse([str(folder)]).to_dict() == serial
     assert serial["verdict"]["phase"] == "serving_prefill"
+
+
+def _as_docker_records(text: str) -> str:
+    return "".join(
+        json.dumps({"log": line, "stream": "stderr", "time": "2026-12-02T10:00:00Z"}) + "\n"
+        for line in text.splitlines(keepends=True)
+    )
+
+
+def test_decoded_ranks_on_workers_equal_one_process(tmp_path, monkeypatch):
+    """Rank files the key cannot scan in place (Docker's JSON records, a .gz, a plain file beside them) are decoded on
+    workers, each returning its candidate records; the verdict, facts and counts equal one process's reading."""
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    for rank in range(3):
+        write_serving_log(folder / f"rank{rank}.log", 6000, 900 if rank == 1 else None, rank == 2)
+    docker = (folder / "rank0.log").read_text()
+    (folder / "rank0.log").write_text(_as_docker_records(docker))
+    packed = (folder / "rank1.log").read_bytes()
+    (folder / "rank1.log").unlink()
+    (folder / "rank1.log.gz").write_bytes(gzip.compress(packed))
+    serial = analyse([str(folder)]).to_dict()
+    monkeypatch.setattr(parallel_scan, "PARALLEL_MIN_BYTES", 0)
+    decoded: list[str] = []
+    real = parallel_scan.scan_all
+
+    def scan_all(plain, to_decode, *rest):
+        decoded.extend(Path(name).name for name in to_decode)
+        return real(plain, to_decode, *rest)
+
+    monkeypatch.setattr(parallel_scan, "scan_all", scan_all)
+    assert analyse([str(folder)]).to_dict() == serial
+    assert sorted(decoded) == ["rank0.log", "rank1.log.gz"]
+    assert serial["verdict"]["phase"] == "serving_prefill" and serial["facts"]["stats"]["samples"] == 6000
 
 
 def test_python_re_fallback_equals_re2(tmp_path, monkeypatch):

@@ -1,7 +1,9 @@
 """Rank files scanned on every core. A worker process runs the key over one memory-mapped file and
 returns where the lines to read are (start, end, line number: 24 bytes a line, whatever the line
 holds); the parent parses those lines from its own mapping and merges the ranks in time order.
-Only plain files of a large log go to workers: a pool costs more than it saves on a small one."""
+A file the key cannot scan in place (a container's JSON records, a .gz) is decoded in the worker,
+which returns the records of its candidate lines: decoding, not the key, is most of such a file's
+cost. Only a large log goes to workers: a pool costs more than it saves on a small one."""
 
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ if TYPE_CHECKING:
     from oomkit.logs.reader import Gaps, ReadStats
 
 PARALLEL_MIN_BYTES = 32 << 20
+# A .gz counts at the size it is likely to inflate to (server logs compress 5-10x), so rotated rank logs qualify.
+GZIP_INFLATION = 6
 
 
 @dataclass(frozen=True)
@@ -35,38 +39,77 @@ class Located:
     gaps: Gaps | None
 
 
+@dataclass(frozen=True)
+class Decoded:
+    """What a worker read from a file it had to decode: the candidate lines' records, and what reading counted."""
+
+    name: str
+    records: list[Record]
+    stats: ReadStats
+    gaps: Gaps | None
+
+
 def worth_parallel(names: list[str], jobs: int) -> bool:
-    """Several plain files, more than one core, and enough bytes to repay starting workers."""
+    """Several files, more than one core, and enough bytes to repay starting workers."""
     if jobs < 2 or len(names) < 2 or "fork" not in multiprocessing.get_all_start_methods():
         return False
-    return sum(os.path.getsize(name) for name in names) >= PARALLEL_MIN_BYTES
+    return sum(_likely_bytes(name) for name in names) >= PARALLEL_MIN_BYTES
 
 
-def locate_all(names: list[str], key: re.Pattern[bytes], gaps: Gaps | None, jobs: int) -> list[Located]:
-    """Each file located in a forked worker (fork: the compiled key and the rules are inherited,
-    nothing is imported again). The workers' gap counts are merged into `gaps`."""
+def _likely_bytes(name: str) -> int:
+    size = os.path.getsize(name)
+    with open(name, "rb") as fh:
+        return size * GZIP_INFLATION if fh.read(2) == b"\x1f\x8b" else size
+
+
+def scan_all(
+    plain: list[str], decoded: list[str], key: re.Pattern[bytes], gaps: Gaps | None, jobs: int
+) -> list[Located | Decoded]:
+    """Each file scanned in a forked worker (fork: the compiled key and the rules are inherited,
+    nothing is imported again): `plain` ones located, `decoded` ones read to records. The workers'
+    gap counts are merged into `gaps`."""
+    tasks = [(name, key, gaps, False) for name in plain] + [(name, key, gaps, True) for name in decoded]
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=min(jobs, len(names)), mp_context=context) as pool:
-        found = list(pool.map(_locate_safely, [(name, key, gaps) for name in names]))
+    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=context) as pool:
+        found = list(pool.map(_scan_safely, tasks))
     for item in found:
         if isinstance(item, str):
             raise InputError(item, "check the file and its permissions")
-    located = [item for item in found if isinstance(item, Located)]
-    for item in located:
+    scanned = [item for item in found if not isinstance(item, str)]
+    for item in scanned:
         if gaps is not None and item.gaps is not None:
             gaps.merge(item.gaps)
-    return located
+    return scanned
 
 
-def _locate_safely(task: tuple[str, re.Pattern[bytes], Gaps | None]) -> Located | str:
+def _scan_safely(task: tuple[str, re.Pattern[bytes], Gaps | None, bool]) -> Located | Decoded | str:
     """Errors come back as text: an exception with extra arguments may not survive pickling."""
-    name, key, gaps = task
+    name, key, gaps, decoding = task
     try:
-        return locate(name, key, gaps)
+        return decode_file(name, key, gaps) if decoding else locate(name, key, gaps)
     except InputError as err:
         return err.one_line()
     except OSError as err:
         return f"{name}: cannot read ({err.strerror})"
+
+
+def decode_file(name: str, key: re.Pattern[bytes], gaps: Gaps | None) -> Decoded:
+    from oomkit.logs.reader import ReadStats, _scan_one
+
+    stats = ReadStats()
+    records = list(_scan_one(name, key, stats, gaps))
+    return Decoded(name, records, stats, gaps)
+
+
+def read_decoded(decoded: Decoded, stats: ReadStats) -> Iterator[Record]:
+    """A worker's records of one file, with what its reading counted added to `stats`."""
+    stats.files.extend(decoded.stats.files)
+    stats.bytes += decoded.stats.bytes
+    stats.lines += decoded.stats.lines
+    stats.decode_errors += decoded.stats.decode_errors
+    stats.truncated_lines += decoded.stats.truncated_lines
+    stats.warnings.extend(decoded.stats.warnings)
+    yield from decoded.records
 
 
 def locate(name: str, key: re.Pattern[bytes], gaps: Gaps | None) -> Located:

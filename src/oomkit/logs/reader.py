@@ -16,11 +16,14 @@ from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from oomkit.errors import InputError
 from oomkit.logs.envelope import Decoder, is_enveloped
 from oomkit.logs.line import MAX_LINE_CHARS, Record, parse_lines
+
+if TYPE_CHECKING:
+    from oomkit.logs.parallel import Decoded, Located
 
 BLOCK_BYTES = 4 << 20
 # A block of JSON records is held decoded while its records are read, for each rank file at once: smaller blocks keep
@@ -376,14 +379,25 @@ def _streams(
 ) -> list[Iterator[tuple[str, int, int, Record]]]:
     from oomkit.logs import parallel
 
-    plain = [name for name in names if _mappable(name)]
-    if key is None or not parallel.worth_parallel(plain, jobs):
+    files = [name for name in names if name != "-"]
+    if key is None or not parallel.worth_parallel(files, jobs):
         return [_timed(_scan_one(name, key, stats, gaps), i) for i, name in enumerate(names)]
-    located = {loc.name: loc for loc in parallel.locate_all(plain, key, gaps, jobs)}
+    plain = [name for name in files if _mappable(name)]
+    scanned = {
+        item.name: item for item in parallel.scan_all(plain, [n for n in files if n not in plain], key, gaps, jobs)
+    }
     return [
-        _timed(parallel.read_located(located[name], stats) if name in located else _scan_one(name, key, stats, gaps), i)
+        _timed(_read_scanned(scanned[name], stats) if name in scanned else _scan_one(name, key, stats, gaps), i)
         for i, name in enumerate(names)
     ]
+
+
+def _read_scanned(item: Located | Decoded, stats: ReadStats) -> Iterator[Record]:
+    from oomkit.logs import parallel
+
+    if isinstance(item, parallel.Decoded):
+        return parallel.read_decoded(item, stats)
+    return parallel.read_located(item, stats)
 
 
 def _timed(records: Iterator[Record], index: int) -> Iterator[tuple[str, int, int, Record]]:
