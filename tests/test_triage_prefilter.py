@@ -210,6 +210,40 @@ def test_python_re_fallback_equals_re2(tmp_path, monkeypatch):
         fast.scan_key.cache_clear()
 
 
+def _lines_read(data: bytes, key) -> list[int]:
+    from oomkit.logs.reader import _spans
+
+    return [start for start, _ in _spans(data, key, None, release=False)]
+
+
+@pytest.mark.parametrize("horizon", [64, 4096, 4 << 20])
+def test_the_literal_fallback_reads_the_lines_the_key_matches(monkeypatch, horizon):
+    """The fallback's key (literals found with bytes.find, its two patterns with re) reads exactly the lines the key's
+    one alternation matches, however its horizon and the reader's windows cut the text, and with another buffer's
+    cursor in between (rank files read in turn)."""
+    from oomkit.logs import reader
+    from oomkit.triage import fast
+
+    monkeypatch.setattr(fast, "HORIZON_BYTES", horizon)
+    monkeypatch.setattr(reader, "SCAN_WINDOW", 1000)
+    data = b"".join(path.read_bytes() for path in LOGS[:: max(1, len(LOGS) // 60)][:60])
+    pressure = STATS.format(m=0, s=0, pt=1.0, r=3, w=2, kv=99.0).encode()
+    data += b"noise\n" * 50 + pressure + b'{"log":"x","stream":"stderr"}\n'
+    expected, offset = [], 0
+    for line in data.split(b"\n"):
+        if KEY_BYTES.search(line):
+            expected.append(offset)
+        offset += len(line) + 1
+    key = fast.literal_key()
+    assert _lines_read(data, key) == expected
+    other = data[len(data) // 2 :]
+    first, second = key.cursor(data), key.cursor(other)
+    hits = [first.search(0, len(data)), second.search(0, len(other)), first.search(1, len(data))]
+    assert [hit.start() for hit in hits if hit] == [
+        m.start() for m in (KEY_BYTES.search(data), KEY_BYTES.search(other), KEY_BYTES.search(data, 1)) if m
+    ]
+
+
 @pytest.mark.skipif(shutil.which("grep") is None, reason="no grep on this machine")
 def test_grep_reference_reads_the_same_lines():
     """The benchmark times grep -E with KEY_ERE: it must select the lines the key selects."""
@@ -260,6 +294,30 @@ def test_the_access_log_lines_of_a_busy_server_are_not_key_lines():
     assert not KEY_BYTES.search(line.format(status="200 OK").encode())
     assert KEY_BYTES.search(line.format(status="400 Bad Request").encode())
     assert KEY_BYTES.search(line.format(status="500 Internal Server Error").encode())
+
+
+@pytest.mark.parametrize(
+    "system,machine,installs",
+    [
+        ("linux", "x86_64", True),
+        ("linux", "aarch64", True),
+        ("darwin", "arm64", True),
+        ("win32", "AMD64", True),
+        ("linux", "ppc64le", False),
+        ("linux", "s390x", False),
+        ("win32", "ARM64", False),
+    ],
+)
+def test_re2_is_required_only_where_it_has_wheels(system, machine, installs):
+    """Where google-re2 has no wheel its source build needs the RE2 C++ library and would fail `pip install oomkit`:
+    the dependency's marker leaves it out there, and the fallback reads the same lines."""
+    tomllib = pytest.importorskip("tomllib")
+    requirements = pytest.importorskip("packaging.requirements")
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    (spec,) = [dep for dep in project["dependencies"] if dep.startswith("google-re2")]
+    marker = requirements.Requirement(spec).marker
+    assert marker is not None
+    assert marker.evaluate({"sys_platform": system, "platform_machine": machine}) is installs
 
 
 def test_re2_holds_the_keys_dfa_in_its_budget(capfd):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import mmap
 import multiprocessing
 import os
-import re
 from array import array
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -21,7 +20,7 @@ from oomkit.errors import InputError
 from oomkit.logs.line import MAX_LINE_CHARS, Record, parse_lines
 
 if TYPE_CHECKING:
-    from oomkit.logs.reader import Gaps, ReadStats
+    from oomkit.logs.reader import Gaps, Key, ReadStats
 
 PARALLEL_MIN_BYTES = 32 << 20
 # A .gz counts at the size it is likely to inflate to (server logs compress 5-10x), so rotated rank logs qualify.
@@ -62,9 +61,7 @@ def _likely_bytes(name: str) -> int:
         return size * GZIP_INFLATION if fh.read(2) == b"\x1f\x8b" else size
 
 
-def scan_all(
-    plain: list[str], decoded: list[str], key: re.Pattern[bytes], gaps: Gaps | None, jobs: int
-) -> list[Located | Decoded]:
+def scan_all(plain: list[str], decoded: list[str], key: Key, gaps: Gaps | None, jobs: int) -> list[Located | Decoded]:
     """Each file scanned in a forked worker (fork: the compiled key and the rules are inherited,
     nothing is imported again): `plain` ones located, `decoded` ones read to records. The workers'
     gap counts are merged into `gaps`."""
@@ -82,7 +79,7 @@ def scan_all(
     return scanned
 
 
-def _scan_safely(task: tuple[str, re.Pattern[bytes], Gaps | None, bool]) -> Located | Decoded | str:
+def _scan_safely(task: tuple[str, Key, Gaps | None, bool]) -> Located | Decoded | str:
     """Errors come back as text: an exception with extra arguments may not survive pickling."""
     name, key, gaps, decoding = task
     try:
@@ -93,7 +90,7 @@ def _scan_safely(task: tuple[str, re.Pattern[bytes], Gaps | None, bool]) -> Loca
         return f"{name}: cannot read ({err.strerror})"
 
 
-def decode_file(name: str, key: re.Pattern[bytes], gaps: Gaps | None) -> Decoded:
+def decode_file(name: str, key: Key, gaps: Gaps | None) -> Decoded:
     from oomkit.logs.reader import ReadStats, _scan_one
 
     stats = ReadStats()
@@ -112,7 +109,7 @@ def read_decoded(decoded: Decoded, stats: ReadStats) -> Iterator[Record]:
     yield from decoded.records
 
 
-def locate(name: str, key: re.Pattern[bytes], gaps: Gaps | None) -> Located:
+def locate(name: str, key: Key, gaps: Gaps | None) -> Located:
     from oomkit.logs.reader import SNIFF_BYTES, _count_newlines, _spans, sniff
 
     with open(name, "rb") as fh:

@@ -13,10 +13,10 @@ import os
 import re
 import sys
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Protocol, cast
 
 from oomkit.errors import InputError
 from oomkit.logs.envelope import Decoder, is_enveloped
@@ -209,6 +209,19 @@ def _release(buf: mmap.mmap, released: int, pos: int) -> int:
     return upto
 
 
+class Span(Protocol):
+    def start(self) -> int: ...
+
+    def end(self) -> int: ...
+
+
+class Key(Protocol):
+    """What picks the lines to read: a compiled bytes pattern (re, RE2) or anything searching the same way
+    (`oomkit.triage.fast.LiteralKey`)."""
+
+    def search(self, data: Buffer, pos: int = 0, endpos: int = ..., /) -> Span | None: ...
+
+
 class Gaps(Protocol):
     """Lines between key matches that a caller still wants read. Called with whole lines of at most
     GAP_WINDOW bytes that the key did not match; returns the offsets (in `data`, ascending) of the
@@ -223,14 +236,15 @@ class Gaps(Protocol):
 SCAN_WINDOW = 1 << 20
 
 
-def _spans(buf: Buffer, key: re.Pattern[bytes], gaps: Gaps | None, release: bool) -> Iterator[tuple[int, int]]:
+def _spans(buf: Buffer, key: Key, gaps: Gaps | None, release: bool) -> Iterator[tuple[int, int]]:
     """(start, end) of each line to read, ascending: the lines the key matches and those `gaps`
     asks for between them. The regex runs over windows of whole lines in C (no rule spans two
     lines); Python sees only these lines. Scanned pages are released, so memory stays bounded."""
     size, pos, released = len(buf), 0, 0
+    search = _searcher(key, buf)
     while pos < size:
         stop = _window_end(buf, pos)
-        m = key.search(buf, pos, stop)
+        m = search(pos, stop)
         start = stop if m is None else max(buf.rfind(b"\n", pos, m.start()) + 1, pos)
         if gaps is not None and start > pos:
             data = bytes(buf[pos:start])
@@ -248,14 +262,28 @@ def _spans(buf: Buffer, key: re.Pattern[bytes], gaps: Gaps | None, release: bool
             released = _release(buf, released, pos)  # type: ignore[arg-type]
 
 
+def _searcher(key: Key, buf: Buffer) -> Callable[[int, int], Span | None]:
+    """The key's search over one buffer. A key that keeps state per buffer (`oomkit.triage.fast.LiteralKey`, the
+    fallback without RE2) gives a cursor of its own, so rank streams read in turn do not share one."""
+    cursor = getattr(key, "cursor", None)
+    if cursor is not None:
+        return cast(Callable[[int, int], Span | None], cursor(buf).search)
+    return lambda pos, stop: key.search(buf, pos, stop)
+
+
 def _window_end(buf: Buffer, pos: int) -> int:
     """The end of the whole lines within SCAN_WINDOW bytes of pos (a longer line: that line)."""
-    if len(buf) - pos <= SCAN_WINDOW:
+    return whole_lines_end(buf, pos, SCAN_WINDOW)
+
+
+def whole_lines_end(buf: Buffer, pos: int, limit: int) -> int:
+    """The end of the whole lines within `limit` bytes of pos (a longer line: that line), or of the buffer."""
+    if len(buf) - pos <= limit:
         return len(buf)
-    cut = buf.rfind(b"\n", pos, pos + SCAN_WINDOW) + 1
+    cut = buf.rfind(b"\n", pos, pos + limit) + 1
     if cut > pos:
         return cut
-    newline = buf.find(b"\n", pos + SCAN_WINDOW)
+    newline = buf.find(b"\n", pos + limit)
     return len(buf) if newline < 0 else newline + 1
 
 
@@ -275,7 +303,7 @@ def _numbered(
     stats.lines += lineno - first_line + _count_newlines(buf, cursor, size) + tail
 
 
-def _scan_mapped(name: str, key: re.Pattern[bytes], stats: ReadStats, gaps: Gaps | None) -> Iterator[Record]:
+def _scan_mapped(name: str, key: Key, stats: ReadStats, gaps: Gaps | None) -> Iterator[Record]:
     """A plain file, memory-mapped: the key runs over the whole file with no copies."""
     with open(name, "rb") as fh:
         sniff(name, fh.read(SNIFF_BYTES))
@@ -288,7 +316,7 @@ def _scan_mapped(name: str, key: re.Pattern[bytes], stats: ReadStats, gaps: Gaps
         buf.close()
 
 
-def _scan_one(name: str, key: re.Pattern[bytes] | None, stats: ReadStats, gaps: Gaps | None = None) -> Iterator[Record]:
+def _scan_one(name: str, key: Key | None, stats: ReadStats, gaps: Gaps | None = None) -> Iterator[Record]:
     """Records of one source. With `key`, only lines where key matches (and those `gaps` asks for)
     are parsed: the regex runs over the file (memory-mapped) or whole blocks in C, which keeps a
     1 GB log near grep speed."""
@@ -317,9 +345,7 @@ def _scan_one(name: str, key: re.Pattern[bytes] | None, stats: ReadStats, gaps: 
         src.close()
 
 
-def _scan_enveloped(
-    src: _Source, key: re.Pattern[bytes] | None, stats: ReadStats, gaps: Gaps | None
-) -> Iterator[Record]:
+def _scan_enveloped(src: _Source, key: Key | None, stats: ReadStats, gaps: Gaps | None) -> Iterator[Record]:
     """A file of JSON records: each block decoded to the lines it holds, which are read as a plain log's (the key and
     the gaps run over the decoded text), each record on the line of the file it came from."""
     decoder = Decoder()
@@ -337,7 +363,7 @@ def _scan_enveloped(
 
 
 def _decoded(
-    text: bytes, where: array, name: str, key: re.Pattern[bytes] | None, stats: ReadStats, gaps: Gaps | None
+    text: bytes, where: array, name: str, key: Key | None, stats: ReadStats, gaps: Gaps | None
 ) -> Iterator[Record]:
     """Records of decoded text; `where[i]`: the file's line that the text's line i + 1 came from."""
     if key is None:
@@ -352,7 +378,7 @@ def _decoded(
 
 def iter_records(
     paths: Iterable[str],
-    key: re.Pattern[bytes] | None = None,
+    key: Key | None = None,
     stats: ReadStats | None = None,
     gaps: Gaps | None = None,
     jobs: int = 1,
@@ -375,7 +401,7 @@ def iter_records(
 
 
 def _streams(
-    names: list[str], key: re.Pattern[bytes] | None, stats: ReadStats, gaps: Gaps | None, jobs: int
+    names: list[str], key: Key | None, stats: ReadStats, gaps: Gaps | None, jobs: int
 ) -> list[Iterator[tuple[str, int, int, Record]]]:
     from oomkit.logs import parallel
 
