@@ -183,6 +183,11 @@ FAILURES: tuple[Failure, ...] = (
             # the NVIDIA driver's kernel log for a fault a kernel caused (Xid 13 graphics engine exception, 31 GPU
             # memory page fault, 43 GPU stopped processing; NVIDIA's Xid catalogue), and its MMU fault line
             r"|NVRM: Xid \([^)]*\): (?:13|31|43),|MMU Fault: ENGINE "
+            # PyTorch's NCCL watchdog finding a CUDA error on its stream (ProcessGroupNCCL.cpp: "[Rank 7] NCCL watchdog
+            # thread terminated with exception: CUDA error: unknown error"): a kernel faulted asynchronously; not memory,
+            # and not a capture's refusal, which E-CAPTURE reads
+            r"|watchdog thread terminated with exception: CUDA error: (?!out of memory|operation not permitted)"
+            r"|CUDA error: an illegal instruction was encountered"
         ),
         "crash",
         "not_oom_other",
@@ -365,6 +370,21 @@ FAILURES: tuple[Failure, ...] = (
         "a worker failed and the engine killed its own process tree (the 'Killed' after it is that kill)",
         "Got fatal signal from worker processes, shutting down. See stack trace above for root cause issue.",
         "vllm/v1/engine/core_client.py (V1 0.7-0.8: the SIGUSR1 handler calls kill_process_tree on itself)",
+    ),
+    Failure(
+        "E-CUDACHECK",
+        # c10's C++ trace under a failed CUDA call (c10/cuda/CUDAException.cpp, c10_cuda_check_implementation): a CUDA
+        # error was raised; its text is the line above, which an excerpt may have cut. Where the text is kept, its own
+        # rule (memory, capture, kernel fault) outranks this one.
+        rx(r"Exception raised from c10_cuda_check_implementation at "),
+        "wrapper",
+        None,
+        False,
+        10,
+        "a CUDA call failed (c10's CUDA check threw); the error's text is above it",
+        "Exception raised from c10_cuda_check_implementation at /pytorch/c10/cuda/CUDAException.cpp:43 (most recent "
+        "call first):",
+        "PyTorch c10/cuda/CUDAException.cpp (c10_cuda_check_implementation, C10_CUDA_CHECK)",
     ),
     Failure(
         "E-DUMP",

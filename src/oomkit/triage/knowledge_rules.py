@@ -58,14 +58,16 @@ MODULE_PHASES: tuple[tuple[re.Pattern[str], str, str], ...] = (
         # building the engine's configuration from its arguments (arg_utils: from_cli_args, create_engine_config;
         # the config package's classes), Triton building its driver's launcher with the host compiler, and
         # multiprocessing's spawn re-running the parent's main module: the settings or the installation, before any
-        # worker does its own step
+        # worker does its own step; and vllm/envs.py, whose getters parse the VLLM_* environment variables wherever
+        # one is first read (a port Kubernetes' service discovery set to a URI fails in get_open_port's read of it)
         re.compile(
             r"/vllm/engine/arg_utils\.py::|/vllm/config(?:/\S+)?\.py::|/triton/backends/\w+/driver\.py::"
-            r"|/multiprocessing/spawn\.py::(?:prepare|_fixup_main_from_path)$"
+            r"|/multiprocessing/spawn\.py::(?:prepare|_fixup_main_from_path)$|/vllm/envs\.py::"
         ),
         "environment",
-        "vllm/engine/arg_utils.py and vllm/config (settings validation); triton/backends/*/driver.py (launcher "
-        "build); multiprocessing/spawn.py prepare (a main module re-imported without a __main__ guard)",
+        "vllm/engine/arg_utils.py and vllm/config (settings validation); vllm/envs.py (VLLM_* variables); "
+        "triton/backends/*/driver.py (launcher build); multiprocessing/spawn.py prepare (a main module re-imported "
+        "without a __main__ guard)",
     ),
     (
         # the KV-cache coordinator and managers are built once, with the scheduler, from the KV-cache groups the start-up

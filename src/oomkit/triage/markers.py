@@ -189,9 +189,12 @@ MARKERS: tuple[Marker, ...] = (
     ),
     Marker(
         "R-INITDONE",
+        # Printed at the end of the engine's KV and warm-up step (V1 EngineCore._initialize_kv_caches, V0
+        # LLMEngine._initialize_kv_caches), after profiling, the KV pool and graph capture: no start-up memory step comes
+        # after it, so what fails later is read as serving (an offline LLM run has no "Application startup complete")
         rx(r"^init engine \(profile, create kv cache, warmup model\) took"),
         "cudagraph_capture",
-        "cudagraph_capture",
+        "serving",
         "init engine (profile, create kv cache, warmup model) took 37.22 s",
         f"{V} §2.3 R-INITDONE (engine warm; API server not up yet)",
     ),
@@ -224,7 +227,11 @@ MARKERS: tuple[Marker, ...] = (
             r'|\S+ - "POST /v1/\S+ HTTP/[\d.]+" 2\d\d\b'
             # a serving benchmark's summary (vllm/benchmarks/serve.py, benchmark_serving.py before it, and SGLang's
             # bench_serving print the same table) counting requests the server completed
-            r"|Successful requests:\s+[1-9]\d*\s*$)"
+            r"|Successful requests:\s+[1-9]\d*\s*$"
+            # uvicorn's report of a request handler that raised (uvicorn/protocols/http/*_impl.py run_asgi: "Exception
+            # in ASGI application"): the API server was answering a request, so start-up was over, whatever start-up
+            # step the handler's traceback runs again (a LoRA adapter loaded for its first request)
+            r"|Exception in ASGI application\s*$)"
         ),
         "serving",
         "serving",
