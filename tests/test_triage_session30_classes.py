@@ -4,7 +4,9 @@ end of the engine's KV and warm-up step ("init engine (profile, create kv cache,
 start-up memory step: what fails after it, in an offline run with no API server, fails while serving. PyTorch's NCCL
 watchdog reporting a CUDA error, and c10's C++ trace of a failed CUDA check whose text an excerpt cut, are a kernel's
 failure, not memory. An exception raised in vllm/envs.py, where the VLLM_* variables are parsed, is the environment,
-whichever step first read the variable."""
+whichever step first read the variable; so is a traceback cut inside one of vLLM's modules that a function imports (the
+CLI importing its sub-commands), though not inside the body of the main module runpy runs. The API server's list of
+its routes ("Route: /health, Methods: GET") prints only once the engine is built: a ready server."""
 
 from pathlib import Path
 
@@ -59,6 +61,27 @@ CASES = {
         "not_oom_other",
         False,
     ),
+    "a_vllm_module_the_cli_imports_is_the_environment": Case(
+        "Traceback (most recent call last):\n"
+        '  File "/usr/local/bin/vllm", line 10, in <module>\n'
+        "    sys.exit(main())\n"
+        f'  File "{SITE}/entrypoints/cli/main.py", line 18, in main\n'
+        "    import vllm.entrypoints.cli.benchmark.main\n"
+        f'  File "{SITE}/entrypoints/cli/benchmark/main.py", line 10, in <module>\n'
+        "    from vllm.entrypoints.serve.utils.api_utils import VLLM_SUBCMD_PARSER_EPILOG\n"
+        "[...]\n",
+        "environment",
+        False,
+        "low",
+    ),
+    "the_servers_route_list_is_a_ready_server": Case(
+        "(APIServer pid=1) INFO 02-06 09:17:20 [launcher.py:47] Route: /health, Methods: GET\n"
+        "(APIServer pid=1) INFO 02-06 09:17:20 [launcher.py:47] Route: /v1/models, Methods: GET\n"
+        "(APIServer pid=1) INFO 02-06 09:17:20 [launcher.py:47] Route: /invocations, Methods: POST\n",
+        "healthy",
+        False,
+        "medium",
+    ),
     "a_variable_parsed_in_envs_is_the_environment": Case(
         "Traceback (most recent call last):\n"
         f'  File "{SITE}/utils.py", line 663, in _get_open_port\n'
@@ -76,3 +99,13 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_session30_class(name: str, tmp_path: Path) -> None:
     checked_verdict(name, CASES[name], tmp_path)
+
+
+def test_a_main_module_runpy_runs_is_not_an_import() -> None:
+    """The server's main module runs its whole body under runpy: a traceback cut there is not an import failure."""
+    from oomkit.triage.stack import imported_in_a_function
+
+    runpy = ["/usr/lib/python3.12/runpy.py::_run_module_as_main", "/usr/lib/python3.12/runpy.py::_run_code"]
+    server = f"{SITE}/entrypoints/openai/api_server.py::<module>"
+    assert not imported_in_a_function([*runpy, server])
+    assert imported_in_a_function([f"{SITE}/entrypoints/cli/main.py::main", server])

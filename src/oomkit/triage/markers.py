@@ -201,12 +201,14 @@ MARKERS: tuple[Marker, ...] = (
     Marker(
         "R-READY",
         # "Available routes are:" is serve_http's first line (vllm/entrypoints/launcher.py; launchers/launcher.py
-        # in 0.32): the engine client is built before the server is, so the engine is ready when it prints.
+        # in 0.32), and "Route: /health, Methods: GET" the lines it prints next, one a route: the engine client is built
+        # before the server is, so the engine is ready when they print.
         # Sleep mode's reports (v1/worker/gpu_worker.py Worker.sleep "Sleep mode freed ...", executor_base/abstract.py
         # "It took N seconds to fall asleep" / "to wake up", 0.7.3-0.34) come only from a built engine: LLM.sleep and
         # wake_up need one, so the engine was ready.
         rx(
             r"^(?:Starting vLLM (?:API )?server(?: \d+)? on|Application startup complete|Available routes are:"
+            r"|Route: /\S*, Methods: "
             r"|Sleep mode freed [\d.]+ GiB memory|It took [\d.]+ seconds to (?:fall asleep|wake up))"
         ),
         "ready",

@@ -34,7 +34,7 @@ def stack_phase(stack: list[str], memory: bool = False, answered: bool = False) 
     call the stack waits in ("Worker failed with error ..."), so the wait ended, and did not time out."""
     if len(stack) >= 2 and all(frame.endswith("::<module>") for frame in stack[-2:]):
         return "environment"  # raised while importing: the installation, not a start-up step
-    if importing_vllm(stack):
+    if importing_vllm(stack) or imported_in_a_function(stack):
         return "environment"  # what importing vLLM runs (a library's decorator, its init) failed below its modules
     if stack and IMPORT_MACHINERY.search(stack[-1]):
         return "environment"  # cut inside Python's import of a module (vllm's lazy __getattr__, the model registry's)
@@ -73,6 +73,15 @@ def importing_vllm(stack: list[str]) -> bool:
     """The innermost two of vLLM's frames are module bodies: vLLM was being imported, whatever ran below them."""
     vllm = [frame for frame in stack if "/vllm/" in frame or "/vllm_" in frame]
     return len(vllm) >= 2 and all(frame.endswith("::<module>") for frame in vllm[-2:])
+
+
+def imported_in_a_function(stack: list[str]) -> bool:
+    """The innermost frame is one of vLLM's module bodies, run by an import inside a function (vLLM's CLI imports its
+    sub-commands in `main`): the installation failed to import. Not a program's main module, which runpy runs, and
+    whose body may be the whole server."""
+    if len(stack) < 2 or not stack[-1].endswith("::<module>") or not ("/vllm/" in stack[-1] or "/vllm_" in stack[-1]):
+        return False
+    return "/runpy.py::" not in stack[-2] and not stack[-2].startswith("<frozen runpy>")
 
 
 def library_frame(frame: str) -> bool:
