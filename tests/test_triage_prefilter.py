@@ -165,9 +165,11 @@ def _as_docker_records(text: str) -> str:
     )
 
 
-def test_decoded_ranks_on_workers_equal_one_process(tmp_path, monkeypatch):
+@pytest.mark.parametrize("max_records", [200_000, 3])
+def test_decoded_ranks_on_workers_equal_one_process(tmp_path, monkeypatch, max_records):
     """Rank files the key cannot scan in place (Docker's JSON records, a .gz, a plain file beside them) are decoded on
-    workers, each returning its candidate records; the verdict, facts and counts equal one process's reading."""
+    workers, each returning its candidate records (or, past a bound, leaving the file to the parent); the verdict,
+    facts and counts equal one process's reading."""
     folder = tmp_path / "ranks"
     folder.mkdir()
     for rank in range(3):
@@ -179,6 +181,7 @@ def test_decoded_ranks_on_workers_equal_one_process(tmp_path, monkeypatch):
     (folder / "rank1.log.gz").write_bytes(gzip.compress(packed))
     serial = analyse([str(folder)]).to_dict()
     monkeypatch.setattr(parallel_scan, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(parallel_scan, "DECODED_MAX_RECORDS", max_records)  # 3: the workers give up, the parent reads
     decoded: list[str] = []
     real = parallel_scan.scan_all
 

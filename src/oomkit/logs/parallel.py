@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from oomkit.logs.reader import Gaps, Key, ReadStats
 
 PARALLEL_MIN_BYTES = 32 << 20
+# A decoding worker returns its file's candidate records whole; past this many (a log that is mostly key lines) it gives
+# up and the parent streams the file itself, so memory stays bounded however the file reads.
+DECODED_MAX_RECORDS = 200_000
 # A .gz counts at the size it is likely to inflate to (server logs compress 5-10x), so rotated rank logs qualify.
 GZIP_INFLATION = 6
 
@@ -40,10 +43,11 @@ class Located:
 
 @dataclass(frozen=True)
 class Decoded:
-    """What a worker read from a file it had to decode: the candidate lines' records, and what reading counted."""
+    """What a worker read from a file it had to decode: the candidate lines' records (None: more than
+    DECODED_MAX_RECORDS, left to the parent), and what reading counted."""
 
     name: str
-    records: list[Record]
+    records: list[Record] | None
     stats: ReadStats
     gaps: Gaps | None
 
@@ -57,8 +61,11 @@ def worth_parallel(names: list[str], jobs: int) -> bool:
 
 def _likely_bytes(name: str) -> int:
     size = os.path.getsize(name)
-    with open(name, "rb") as fh:
-        return size * GZIP_INFLATION if fh.read(2) == b"\x1f\x8b" else size
+    try:
+        with open(name, "rb") as fh:
+            return size * GZIP_INFLATION if fh.read(2) == b"\x1f\x8b" else size
+    except OSError:
+        return size  # reading it will say what is wrong, with the reader's message
 
 
 def scan_all(plain: list[str], decoded: list[str], key: Key, gaps: Gaps | None, jobs: int) -> list[Located | Decoded]:
@@ -72,7 +79,7 @@ def scan_all(plain: list[str], decoded: list[str], key: Key, gaps: Gaps | None, 
     for item in found:
         if isinstance(item, str):
             raise InputError(item, "check the file and its permissions")
-    scanned = [item for item in found if not isinstance(item, str)]
+    scanned = [item for item in found if not isinstance(item, str) and not _given_up(item)]
     for item in scanned:
         if gaps is not None and item.gaps is not None:
             gaps.merge(item.gaps)
@@ -94,8 +101,16 @@ def decode_file(name: str, key: Key, gaps: Gaps | None) -> Decoded:
     from oomkit.logs.reader import ReadStats, _scan_one
 
     stats = ReadStats()
-    records = list(_scan_one(name, key, stats, gaps))
+    records: list[Record] = []
+    for record in _scan_one(name, key, stats, gaps):
+        records.append(record)
+        if len(records) > DECODED_MAX_RECORDS:
+            return Decoded(name, None, stats, None)
     return Decoded(name, records, stats, gaps)
+
+
+def _given_up(item: Located | Decoded) -> bool:
+    return isinstance(item, Decoded) and item.records is None
 
 
 def read_decoded(decoded: Decoded, stats: ReadStats) -> Iterator[Record]:
@@ -106,7 +121,7 @@ def read_decoded(decoded: Decoded, stats: ReadStats) -> Iterator[Record]:
     stats.decode_errors += decoded.stats.decode_errors
     stats.truncated_lines += decoded.stats.truncated_lines
     stats.warnings.extend(decoded.stats.warnings)
-    yield from decoded.records
+    yield from decoded.records or ()
 
 
 def locate(name: str, key: Key, gaps: Gaps | None) -> Located:
