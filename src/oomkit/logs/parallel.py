@@ -60,10 +60,12 @@ def worth_parallel(names: list[str], jobs: int) -> bool:
 
 
 def _likely_bytes(name: str) -> int:
+    from oomkit.logs.reader import GZIP_MAGIC
+
     size = os.path.getsize(name)
     try:
         with open(name, "rb") as fh:
-            return size * GZIP_INFLATION if fh.read(2) == b"\x1f\x8b" else size
+            return size * GZIP_INFLATION if fh.read(2) == GZIP_MAGIC else size
     except OSError:
         return size  # reading it will say what is wrong, with the reader's message
 
