@@ -49,6 +49,11 @@ def unwrap(raw: str) -> Unwrapped | None:
     return _of(record)
 
 
+def record_text(record: object) -> Unwrapped | None:
+    """The text a parsed JSON record holds (a collector's record, an export's entry), or None when it holds none."""
+    return _of(record)
+
+
 def _of(record: object) -> Unwrapped | None:
     if type(record) is not dict:
         return None

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol, cast
 
 from oomkit.errors import InputError
+from oomkit.logs.document import DOCUMENT_MAX_BYTES, Document, decode_document, looks_like_document
 from oomkit.logs.envelope import Decoder, is_enveloped
 from oomkit.logs.line import MAX_LINE_CHARS, Record, parse_lines
 
@@ -122,17 +123,19 @@ class _Source:
             raise InputError(f"{name}: cannot read ({err})", "the file may be a truncated .gz; try `zcat -f`") from None
         sniff(name, head)
         self.enveloped = is_enveloped(head)
+        self.document = not self.enveloped and looks_like_document(head)
+        self.pushed = b""  # bytes read ahead (a document that was not one), read again as the first chunk
+
+    def read_upto(self, limit: int) -> bytes:
+        """Up to `limit` bytes from the start (a JSON document is parsed whole)."""
+        return self._read(limit)
 
     def blocks(self, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
         """Whole-line blocks; a line longer than the cap is cut (and counted) without buffering it."""
         carry = b""
         skipping = False
         while True:
-            try:
-                chunk = self.fh.read(block_bytes)
-            except (OSError, EOFError, gzip.BadGzipFile) as err:
-                self.stats.warnings.append(f"{self.name}: stopped reading early ({err}); analysed what was read")
-                chunk = b""
+            chunk, self.pushed = (self.pushed, b"") if self.pushed else (self._read(block_bytes), b"")
             if not chunk:
                 break
             self.stats.bytes += len(chunk)
@@ -161,6 +164,13 @@ class _Source:
         if carry:
             yield carry + b"\n"  # a file cut mid-line: keep the partial last line
 
+    def _read(self, block_bytes: int) -> bytes:
+        try:
+            return self.fh.read(block_bytes)
+        except (OSError, EOFError, gzip.BadGzipFile) as err:
+            self.stats.warnings.append(f"{self.name}: stopped reading early ({err}); analysed what was read")
+            return b""
+
     def close(self) -> None:
         if self.fh is not sys.stdin.buffer:
             self.fh.close()
@@ -183,7 +193,7 @@ def _mappable(name: str) -> bool:
             head = fh.read(SNIFF_BYTES)
     except OSError:
         return False
-    return head[:2] != GZIP_MAGIC and not is_enveloped(head)
+    return head[:2] != GZIP_MAGIC and not is_enveloped(head) and not looks_like_document(head)
 
 
 def _count_newlines(buf: Buffer, start: int, end: int) -> int:
@@ -325,6 +335,11 @@ def _scan_one(name: str, key: Key | None, stats: ReadStats, gaps: Gaps | None = 
         return
     src = _Source(name, stats)
     stats.files.append(name)
+    document = _read_document(src, stats) if src.document else None
+    if document is not None:
+        src.close()
+        yield from _decoded(document.text, document.where, name, key, stats, gaps)
+        return
     if src.enveloped:
         yield from _scan_enveloped(src, key, stats, gaps)
         return
@@ -360,6 +375,29 @@ def _scan_enveloped(src: _Source, key: Key | None, stats: ReadStats, gaps: Gaps 
         stats.lines += lineno
     finally:
         src.close()
+
+
+def _read_document(src: _Source, stats: ReadStats) -> Document | None:
+    """A JSON document's entries as text lines in time order (`document.py`); None, with what was read left for the
+    text reader, when the file is not one or is too large to parse whole."""
+    data = src.read_upto(DOCUMENT_MAX_BYTES + 1)
+    decoded = decode_document(data.decode("utf-8", "replace")) if len(data) <= DOCUMENT_MAX_BYTES else None
+    if decoded is None:
+        if len(data) > DOCUMENT_MAX_BYTES:
+            stats.warnings.append(
+                f"{src.name}: a JSON document over {DOCUMENT_MAX_BYTES >> 20} MiB is read as text lines, not as its "
+                "entries in time order; export one entry a line, oldest first, which oomkit streams "
+                "(`gcloud logging read ... --order=asc --format=json | jq -c '.[]'`, `... | jq -c '.events[]'`)"
+            )
+        src.pushed = data
+        return None
+    stats.bytes += len(data)
+    stats.lines += len(decoded.where)
+    stats.warnings.append(
+        f"{src.name}: read as a JSON export of {decoded.entries} entries, oldest first; its line numbers count the "
+        "log lines the entries hold, not the file's lines"
+    )
+    return decoded
 
 
 def _decoded(
