@@ -12,6 +12,9 @@ ENVIRONMENT_FAILURES: tuple[Failure, ...] = (
         rx(
             r"cudaGetDeviceCount|Error 80[0-9]\b|forward compatibility was attempted|system not yet initialized|CUDA driver version is insufficient|NVIDIA driver on your system is too old|no kernel image is available for execution|No CUDA GPUs are available|Failed to infer device type|libcuda\.so|undefined symbol|GLIBC_\d|Failed to initialize NVML|NVML Shared Library Not Found|Driver/library version mismatch|[Ff]abric ?[Mm]anager|No package metadata was found for vllm|[Aa]ddress already in use|requires (?:a GPU with )?compute capability|not supported on (?:this|your) (?:GPU|device|platform)|ModuleNotFoundError: No module named|ImportError: |compute capability (?:below|of at least|>=)|only supports? (?:Ampere|Hopper)|HIP error: invalid device function|'_OpNamespace' '_\w+' object has no attribute|Torch not compiled with CUDA enabled|Too large swap space|cannot open shared object file|Version mismatch: The cluster was started with"
             r"|No platform detected, vLLM is running on UnspecifiedPlatform"
+            # a program written for another vLLM release reaching for a name this one lacks ("module 'vllm.envs' has no
+            # attribute 'VLLM_USE_V1'": the `__getattr__` of vllm/envs.py and vllm/__init__.py): the versions differ
+            r"|\bmodule '?vllm(?:\.\w+)*'? has no attribute\b"
             r"|no CUDA-capable device is detected|CUDA-capable device\(s\) is/are busy or unavailable|invalid device ordinal"
             # libtpu unable to open the TPU (another process holds it, or the VM has none): "TPU initialization failed:
             # open(/dev/vfio/0): Device or resource busy"

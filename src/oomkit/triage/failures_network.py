@@ -35,6 +35,10 @@ NETWORK_FAILURES: tuple[Failure, ...] = (
             r"NCCL error|NCCL Error \d+:|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclRemoteError|ncclInvalidUsage|NCCL WARN|DistBackendError|DistNetworkError|Watchdog caught collective operation timeout|Gloo connectFullMesh failed|mlx5dv_reg_dmabuf_mr|ibv_(?:reg_mr|create_qp|modify_qp)|The client socket has (?:failed to connect|timed out)|TCPStore.*(?:timed out|refused)|DistStoreError|Timed out waiting \d+ms for (?:send|recv) operation|Connection closed by peer \[\d|waiting for clients\. \d+/\d+ clients joined"
             # c10d's TCPStore client losing its server (torch/csrc/distributed/c10d/Utils.hpp recvBytes)
             r"|Failed to recv, got 0 bytes|recvValue failed on SocketImpl"
+            # ProcessGroupNCCL's watchdog printing the Python stack of the collective it found failed or hung (flight
+            # recorder, torch >= 2.6: "Stack trace of the failed collective: #0 broadcast from ..."), or saying it has
+            # none to print; either way a collective failed, whichever lines an excerpt kept around it
+            r"|ProcessGroupNCCL\.cpp:\d+\] Stack trace of the failed collective\b"
             # and its socket wait expiring (torch/csrc/distributed/c10d/socket.cpp waitForInput: "socket ... timed out
             # after 1800000ms", "poll for socket ... returned 0, likely a timeout"); HCCL's socket wait (Ascend CANN
             # EI0006 "Get_Socket_Timeout": the remote rank never connected) is one of its EI codes, below

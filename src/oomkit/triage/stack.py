@@ -21,6 +21,7 @@ from oomkit.triage.frames import (
 from oomkit.triage.knowledge_rules import module_phase, source_frames_phase
 
 V1_SAMPLER = "/vllm/v1/sample/"
+COLLECTIVE_FRAME = re.compile(r"/torch/distributed/(?:distributed_c10d|c10d_logger)\.py::")
 # CPython's import system: importlib.import_module and the frozen bootstrap's frames (_find_and_load, exec_module,
 # _call_with_frames_removed), as tracebacks print them
 IMPORT_MACHINERY = re.compile(
@@ -40,6 +41,10 @@ def stack_phase(stack: list[str], memory: bool = False, answered: bool = False) 
         return "environment"  # cut inside Python's import of a module (vllm's lazy __getattr__, the model registry's)
     if stack and not memory and ENV_FRAME.search(stack[-1]):
         return "environment"  # a backend refused the GPU or settings, or a kernel's JIT build failed
+    if stack and not memory and COLLECTIVE_FRAME.search(stack[-1]):
+        # cut, or raised, inside torch.distributed's collective or process-group call (all_reduce, barrier, send,
+        # init_process_group, through c10d_logger's wrapper): the ranks failed to communicate, whichever step called it
+        return "network_communication"
     if stack and REPLY_WAIT_FRAME.search(stack[-1]) and not (memory or answered):
         return "timeout"  # it ends waiting for a worker that never answered
     named = [f for f in stack if library_frame(f)]
