@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from oomkit.logs import document, iter_records, parallel
 from oomkit.logs.document import decode_document, looks_like_document
@@ -204,3 +206,30 @@ def test_the_opening_sniff() -> None:
     assert looks_like_document(b"[]")
     assert not looks_like_document(b"[rank0]: Traceback (most recent call last):")
     assert not looks_like_document(b"INFO 12-07 10:00:00 [a.py:1] up")
+
+
+ENTRY_VALUES = st.one_of(
+    st.text(max_size=30),
+    st.integers(min_value=-(10**19), max_value=10**19),
+    st.floats(allow_nan=False),
+    st.none(),
+    st.booleans(),
+)
+ENTRIES = st.dictionaries(
+    st.sampled_from(["textPayload", "message", "log", "timestamp", "@timestamp", "time", "jsonPayload", "severity"]),
+    st.one_of(ENTRY_VALUES, st.dictionaries(st.sampled_from(["message", "level"]), ENTRY_VALUES, max_size=2)),
+    max_size=4,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(ENTRIES, ENTRY_VALUES), max_size=6), st.integers(min_value=0, max_value=400))
+def test_any_json_document_or_its_cut_reads_without_raising(entries: list, cut: int) -> None:
+    """Whatever the entries hold (any key, any value, a time of any type or scale) and wherever the file is cut, the
+    document gives its text lines oldest first, one number a line, or is left for the text reader."""
+    text = json.dumps(entries, indent=1)
+    for candidate in (text, text[:cut]):
+        found = decode_document(candidate)
+        if found is not None:
+            lines = found.text.decode().split("\n")[:-1]
+            assert list(found.where) == list(range(1, len(lines) + 1)) and found.entries <= len(entries)
