@@ -3,7 +3,9 @@ call (distributed_c10d.py's all_reduce, broadcast, barrier; c10d_logger.py's wra
 ranks, whichever vLLM step called the collective (sizing the KV cache with a MIN over ranks, a weight sync). PyTorch's
 NCCL watchdog printing "Stack trace of the failed collective" found a collective failed or hung. A program written for
 another vLLM release asking one of vLLM's modules for a name it lacks ("module 'vllm.envs' has no attribute
-'VLLM_USE_V1'") is the installation, not a start-up step. Each case reads otherwise at the session's starting code."""
+'VLLM_USE_V1'") is the installation, not a start-up step. argparse prints the usage of vLLM's parser before refusing a
+command line ("usage: api_server.py [-h] [--host HOST] ..."), and an excerpt may keep only that: the command line. Each
+case reads otherwise at the session's starting code."""
 
 from pathlib import Path
 
@@ -43,6 +45,13 @@ CASES = {
         f"#0 broadcast from {SITE}/torch/distributed/distributed_c10d.py:2968\n"
         f"#1 wrapper from {SITE}/torch/distributed/c10d_logger.py:83\n",
         "network_communication",
+        False,
+    ),
+    "argparses_usage_of_vllms_parser_is_the_command_line": Case(
+        "usage: api_server.py [-h] [--host HOST] [--port PORT] [--uvicorn-log-level "
+        "{debug,info,warning,error,critical,trace}]\n"
+        "                     [--allow-credentials] [--allowed-origins ALLOWED_ORIGINS]\n",
+        "environment",
         False,
     ),
     "a_name_a_vllm_module_lacks_is_the_environment": Case(

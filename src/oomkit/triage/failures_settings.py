@@ -65,6 +65,9 @@ SETTINGS_FAILURES: tuple[Failure, ...] = (
             r"prefix_cache_retention_interval .*(?:is set but|must be)|--mamba-block-size can only be set|tool choice requires --enable-auto-tool-choice|--enable-auto-tool-choice requires tool_parser|unrecognized arguments:|error: argument "
             # argparse's other refusals of a command line ("vllm serve: error: the following arguments are required: model_tag")
             r"|: error: (?:the following arguments are required|ambiguous option|one of the arguments .{1,200} is required)"
+            # argparse's usage of vLLM's own parsers, which it prints before that error line (an excerpt may keep only
+            # the usage): "usage: vllm serve [model_tag] [options]", "usage: api_server.py [-h] [--host HOST] ..."
+            r"|^usage: (?:vllm \w+ |(?:api_server|run_batch)\.py \[-h\] \[--)"
             # pydantic's refusal of one of vLLM's config classes (VllmConfig, ModelConfig, ...), not of a request's or
             # a response's model (CompletionResponseChoice: the API layer while serving)
             r"|ValidationError: \d+ validation errors? for \w*Config\b"
