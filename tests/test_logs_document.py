@@ -181,6 +181,18 @@ def test_an_export_over_the_size_limit_is_read_as_text_with_a_warning(
     assert any("jq -c" in warning for warning in stats.warnings)
 
 
+def test_a_document_nested_past_the_decoders_depth_reads_as_text(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" + '{"a":' * 5000 + "1" + "}" * 5000 + "]\n", encoding="utf-8")
+    assert decode_document(deep.read_text()) is None
+    assert len(list(iter_records([str(deep)]))) == 1
+    records = tmp_path / "deep-records.log"  # one JSON record a line, as a collector writes, nested as deep
+    records.write_text(('{"log": "up\\n", "x": ' + '{"a":' * 5000 + "1" + "}" * 5001 + "\n") * 5, encoding="utf-8")
+    for path in (deep, records):
+        out = subprocess.run([sys.executable, "-m", "oomkit", "triage", str(path)], capture_output=True, text=True)
+        assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr[-300:]
+
+
 def test_a_few_entries_without_text_are_skipped() -> None:
     entries = [
         {"protoPayload": {"methodName": "io.k8s.core.v1.pods.create"}, "timestamp": "2026-12-07T10:00:00Z"},

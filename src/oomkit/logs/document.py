@@ -27,6 +27,7 @@ OPENING = re.compile(rb"^(?:\xef\xbb\xbf)?\s*(?:\[\s*[{\]]|\{\s*\"[\w@.\-]+\"\s*
 # Where an object document keeps its entries: AWS's "events", an Elasticsearch response's inner "hits".
 ENTRY_ARRAYS = re.compile(r'"(?:events|hits|entries|logs|records)"\s*:\s*\[')
 TIME_KEYS = ("timestamp", "@timestamp", "time", "ts")
+SPACE = re.compile(r"\s*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +80,7 @@ def _entries(text: str) -> list[Entry] | None:
             # An entry whose text is empty is a blank line the server printed: kept, so the numbering is the log's.
             lines = (unwrapped.lines or ("",)) if unwrapped is not None else ()
             entries.append(Entry(lines, _seconds(value)))
-    except (ValueError, IndexError):
+    except (ValueError, IndexError, RecursionError):  # cut short, or nested deeper than the decoder recurses
         return None
     # Most entries hold text (an export may carry a few audit entries): else this is not a log (a config, a report).
     return entries if with_text * 2 >= len(entries) else None
@@ -111,16 +112,13 @@ def _items(text: str, start: int) -> Iterator[object]:
         pos = _skip_space(text, pos + 1)
 
 
-SPACE = re.compile(r"\s*")
-
-
 def _skip_space(text: str, pos: int) -> int:
     found = SPACE.match(text, pos)
     return found.end() if found else pos
 
 
 def _seconds(value: object) -> float | None:
-    """An entry's time: RFC 3339 text (Cloud Logging, Elasticsearch) or epoch milliseconds (CloudWatch)."""
+    """An entry's time: RFC 3339 text (Cloud Logging, Elasticsearch) or an epoch number (CloudWatch's milliseconds)."""
     if not isinstance(value, dict):
         return None
     holders = [value, *(inner for inner in (value.get("_source"),) if isinstance(inner, dict))]

@@ -44,6 +44,8 @@ def unwrap(raw: str) -> Unwrapped | None:
         return None
     try:
         record = json.loads(stripped)
+    except RecursionError:
+        return None  # nested deeper than the decoder recurses: no collector writes that, the line stays a line
     except ValueError:
         return _cut_record(stripped)
     return _of(record)
@@ -106,7 +108,7 @@ def _parsed(lines: list[str]) -> list[Unwrapped | None]:
     if all(line[:1] == "{" for line in lines):
         try:
             records = json.loads("[" + ",".join(lines) + "]")
-        except ValueError:
+        except (ValueError, RecursionError):
             records = None  # a line that is not whole JSON: each on its own
         if records is not None and len(records) == len(lines):  # not when a line holds "{...},{...}"
             return [_of(record) for record in records]
