@@ -66,8 +66,10 @@ SETTINGS_FAILURES: tuple[Failure, ...] = (
             # argparse's other refusals of a command line ("vllm serve: error: the following arguments are required: model_tag")
             r"|: error: (?:the following arguments are required|ambiguous option|one of the arguments .{1,200} is required)"
             # argparse's usage of vLLM's own parsers, which it prints before that error line (an excerpt may keep only
-            # the usage): "usage: vllm serve [model_tag] [options]", "usage: api_server.py [-h] [--host HOST] ..."
-            r"|^usage: (?:vllm \w+ |(?:api_server|run_batch)\.py \[-h\] \[--)"
+            # the usage): "usage: vllm serve [model_tag] [options]", "usage: api_server.py [-h] [--host HOST] ...".
+            # Each branch keeps its program's name in its literal: "usage: " alone is in every stats line ("GPU KV
+            # cache usage: 35.2%"), and the prefilter would pass them all to Python
+            r"|\busage: vllm \w+ |\busage: (?:api_server|run_batch)\.py \[-h\] \[--"
             # pydantic's refusal of one of vLLM's config classes (VllmConfig, ModelConfig, ...), not of a request's or
             # a response's model (CompletionResponseChoice: the API layer while serving)
             r"|ValidationError: \d+ validation errors? for \w*Config\b"
