@@ -42,7 +42,7 @@ def _gcloud(lines: list[str], newest_first: bool = True) -> str:
             "resource": {"labels": {"container_name": "vllm", "pod_name": "vllm-0"}, "type": "k8s_container"},
             "severity": "ERROR",
             "textPayload": line,
-            "timestamp": f"2026-12-07T10:{i // 60 % 60:02d}:{i % 60:02d}.{i:09d}Z",
+            "timestamp": f"2026-12-07T{i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}.{i % 10**9:09d}Z",
         }
         for i, line in enumerate(lines)
     ]
