@@ -126,16 +126,12 @@ class _Source:
         self.document = not self.enveloped and looks_like_document(head)
         self.pushed = b""  # bytes read ahead (a document that was not one), read again as the first chunk
 
-    def read_upto(self, limit: int) -> bytes:
-        """Up to `limit` bytes from the start (a JSON document is parsed whole)."""
-        return self._read(limit)
-
     def blocks(self, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
         """Whole-line blocks; a line longer than the cap is cut (and counted) without buffering it."""
         carry = b""
         skipping = False
         while True:
-            chunk, self.pushed = (self.pushed, b"") if self.pushed else (self._read(block_bytes), b"")
+            chunk, self.pushed = (self.pushed, b"") if self.pushed else (self.read(block_bytes), b"")
             if not chunk:
                 break
             self.stats.bytes += len(chunk)
@@ -164,7 +160,8 @@ class _Source:
         if carry:
             yield carry + b"\n"  # a file cut mid-line: keep the partial last line
 
-    def _read(self, block_bytes: int) -> bytes:
+    def read(self, block_bytes: int) -> bytes:
+        """Up to `block_bytes` bytes; a read error is a warning, and what was read before it stands."""
         try:
             return self.fh.read(block_bytes)
         except (OSError, EOFError, gzip.BadGzipFile) as err:
@@ -380,7 +377,7 @@ def _scan_enveloped(src: _Source, key: Key | None, stats: ReadStats, gaps: Gaps 
 def _read_document(src: _Source, stats: ReadStats) -> Document | None:
     """A JSON document's entries as text lines in time order (`document.py`); None, with what was read left for the
     text reader, when the file is not one or is too large to parse whole."""
-    data = src.read_upto(DOCUMENT_MAX_BYTES + 1)
+    data = src.read(DOCUMENT_MAX_BYTES + 1)
     decoded = decode_document(data.decode("utf-8", "replace")) if len(data) <= DOCUMENT_MAX_BYTES else None
     if decoded is None:
         if len(data) > DOCUMENT_MAX_BYTES:
