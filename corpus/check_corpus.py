@@ -27,6 +27,8 @@ PHASES = {
     "unknown",
 }
 CONFIDENCES = {"high", "medium", "low"}
+# Triage's serving phases say where a request's memory ran out (prefill or decode): every such label is an OOM.
+SERVING_OOM_PHASES = {"serving_prefill", "serving_decode"}
 REQUIRED = ("id", "source_url", "excerpt_from", "vllm_version", "label")
 LABEL_REQUIRED = ("phase", "is_oom", "root_cause", "confidence", "confidence_reason")
 # A public page with an address: a GitHub thread, a forum or Q&A thread, a user's own post. The testbed's logs are
@@ -66,6 +68,11 @@ def _label_problems(name: str, label: dict) -> list[str]:
         problems.append(f"{name}: label.confidence {label.get('confidence')!r} is not high/medium/low")
     if not isinstance(label.get("is_oom"), bool):
         problems.append(f"{name}: label.is_oom must be true or false")
+    if label.get("phase") in SERVING_OOM_PHASES and label.get("is_oom") is False:
+        problems.append(
+            f"{name}: label.phase {label['phase']!r} is out of memory while serving; a crash while serving that is not "
+            "out of memory is 'not_oom_other'"
+        )
     return problems
 
 
