@@ -1,7 +1,7 @@
 """Triage speed on large multi-rank logs, against grep -E with the same key, and peak memory.
 
     python benchmarks/triage_speed.py [--case stats|chatter|mixed|all] [--ranks 8] [--mb 40]
-                                      [--repeat 3] [--small] [--keep DIR] [--envelope none|docker|cri]
+                                      [--repeat 3] [--small] [--keep DIR] [--envelope none|docker|cri|gcloud]
 
 Cases (one file per rank, one CUDA OOM near the end of one rank; the verdict must name it):
   stats    every third line an engine stats line (a long-running server), the rest access and
@@ -18,13 +18,16 @@ For each case, in this shell, the best of --repeat runs of
 Goals (issue 13): stats <= 3x grep, chatter <= 1.5x, RSS <= 200 MB. OOMKIT_PREFILTER=re runs the
 fallback without RE2. --small (8 ranks x 2 MB) is the case CI runs. --envelope writes each line as a node's
 files hold a container's log: Docker's json-file records (unwrapped a block at a time before the key runs) or CRI's
-"<time> stderr F " stamp; the goals are the plain files'. Exit 1 when a verdict is wrong.
+"<time> stderr F " stamp; `gcloud` writes each rank as `gcloud logging read --format=json` exports it (one JSON
+array of entries, newest first, which the reader parses as it reads and puts in time order). The goals are the plain
+files'. Exit 1 when a verdict is wrong.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import shutil
 import subprocess
@@ -111,6 +114,9 @@ def enveloped(line: str, envelope: str) -> str:
 
 
 def write_rank(path: Path, case: str, rank: int, target_bytes: int, with_oom: bool, envelope: str = "none") -> None:
+    if envelope == "gcloud":
+        write_gcloud(path, case, rank, target_bytes, with_oom)
+        return
     pid = 5000 + rank
     with open(path, "w", buffering=1 << 20) as fh:
         fh.write("".join(enveloped(line, envelope) for line in STARTUP.format(rank=rank, pid=pid).splitlines(True)))
@@ -127,6 +133,38 @@ def write_rank(path: Path, case: str, rank: int, target_bytes: int, with_oom: bo
                 fh.write("".join(batch))
                 batch.clear()
         fh.write("".join(batch))
+
+
+def gcloud_entry(line: str, i: int) -> str:
+    """One LogEntry as `gcloud logging read --format=json` prints it (two-space indent), stamped i ms after 10:00."""
+    stamp = f"2026-12-02T{10 + i // 3_600_000:02d}:{i // 60_000 % 60:02d}:{i // 1000 % 60:02d}.{i % 1000:03d}000000Z"
+    entry = {
+        "insertId": f"{i:012x}",
+        "logName": "projects/p/logs/stderr",
+        "receiveTimestamp": stamp,
+        "resource": {"labels": {"container_name": "vllm", "pod_name": "vllm-0"}, "type": "k8s_container"},
+        "severity": "ERROR",
+        "textPayload": line.rstrip("\n"),
+        "timestamp": stamp,
+    }
+    return "  " + json.dumps(entry, indent=2).replace("\n", "\n  ")
+
+
+def write_gcloud(path: Path, case: str, rank: int, target_bytes: int, with_oom: bool) -> None:
+    """The rank's log as one gcloud JSON export: an array of entries, newest first (gcloud's default order), so the
+    reader must hold and reverse every entry before the markers come before the error."""
+    pid = 5000 + rank
+    entries = [gcloud_entry(line, i) for i, line in enumerate(STARTUP.format(rank=rank, pid=pid).splitlines(True))]
+    written, i = sum(map(len, entries)), 0
+    while written < target_bytes:
+        entries.append(gcloud_entry(line_for(case, i, rank, pid), len(entries)))
+        written += len(entries[-1]) + 2
+        i += 1
+        if with_oom and written > target_bytes * 0.97:
+            entries.append(gcloud_entry(OOM.format(rank=rank, pid=pid, t=clock(i)), len(entries)))
+            with_oom = False
+    with open(path, "w", buffering=1 << 20) as fh:
+        fh.write("[\n" + ",\n".join(reversed(entries)) + "\n]\n")
 
 
 def best_of(cmd: list[str], out: Path, repeat: int) -> tuple[float, float]:
@@ -151,7 +189,13 @@ def run_case(case: str, folder: Path, args: argparse.Namespace) -> bool:
     for rank in range(args.ranks):
         path = folder / f"rank{rank}.log"
         if not path.exists() or path.stat().st_size < per_rank:
-            write_rank(path, case, rank, per_rank, with_oom=rank == args.ranks - 1, envelope=args.envelope)
+            # In a fresh interpreter: the memory a rank's entries take is not this process's, so the commands it
+            # starts later (forked from it) report their own peak RSS, not the generator's.
+            writer = multiprocessing.get_context("spawn").Process(
+                target=write_rank, args=(path, case, rank, per_rank, rank == args.ranks - 1, args.envelope)
+            )
+            writer.start()
+            writer.join()
         files.append(str(path))
     size_mb = sum(os.path.getsize(f) for f in files) / (1 << 20)
     for f in files:  # warm the page cache so every reader sees the same disk state
@@ -170,7 +214,9 @@ def run_case(case: str, folder: Path, args: argparse.Namespace) -> bool:
     ok = verdict["phase"] in ("serving_prefill", "serving_decode") and evidence["file"].endswith(
         f"rank{args.ranks - 1}.log"
     )
-    wrapped = "" if args.envelope == "none" else f", each line in a {args.envelope} envelope"
+    wrapped = {"none": "", "gcloud": ", each rank a gcloud JSON export (newest first)"}.get(
+        args.envelope, f", each line in a {args.envelope} envelope"
+    )
     print(f"[{case}] {size_mb:.0f} MB in {args.ranks} files{wrapped}, best of {args.repeat}")
     print(
         f"  grep -E, oomkit's key:  {grep_s:.2f} s, peak RSS {grep_rss_mb:.0f} MB"
@@ -196,7 +242,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--small", action="store_true", help="8 ranks x 2 MB, one run: the CI case")
     ap.add_argument("--keep", type=Path, help="write the log folders here and keep them")
     ap.add_argument(
-        "--envelope", choices=["none", "docker", "cri"], default="none", help="wrap each line as a node keeps it"
+        "--envelope",
+        choices=["none", "docker", "cri", "gcloud"],
+        default="none",
+        help="wrap each line as a node keeps it, or write each rank as a gcloud JSON export",
     )
     args = ap.parse_args(argv)
     if args.small:

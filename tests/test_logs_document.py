@@ -245,3 +245,82 @@ def test_any_json_document_or_its_cut_reads_without_raising(entries: list, cut: 
         if found is not None:
             lines = found.text.decode().split("\n")[:-1]
             assert list(found.where) == list(range(1, len(lines) + 1)) and found.entries <= len(entries)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(ENTRIES, ENTRY_VALUES), max_size=6), st.integers(min_value=1, max_value=40))
+def test_a_document_read_a_few_bytes_at_a_time_reads_as_when_read_whole(entries: list, chunk_bytes: int) -> None:
+    """The reader parses a document as its chunks arrive: an entry, a string or a UTF-8 character split between two
+    chunks reads the same as the whole file does."""
+    raw = json.dumps(entries, indent=1, ensure_ascii=False).replace("a", "é").encode("utf-8")
+    pieces = (raw[at : at + chunk_bytes] for at in range(0, len(raw), chunk_bytes))
+    whole, chunked = document.read_document(iter((raw,))), document.read_document(pieces)
+    assert (whole and (whole.text, list(whole.where), whole.entries)) == (
+        chunked and (chunked.text, list(chunked.where), chunked.entries)
+    )
+
+
+def test_one_long_entry_over_many_chunks_is_parsed_a_few_times_not_once_a_chunk() -> None:
+    """A 3 MB entry read 64 KiB at a time is parsed again only when what was read has doubled (three or four
+    parses), not once a chunk (about 30)."""
+    message = "ERROR 12-07 10:00:00 [a.py:1] " + "x" * 3_000_000
+    raw = json.dumps([{"textPayload": message, "timestamp": "2026-12-07T10:00:00Z"}]).encode()
+    pulled = []
+
+    def pieces():
+        for at in range(0, len(raw), 1 << 16):
+            pulled.append(at)
+            yield raw[at : at + (1 << 16)]
+
+    parses = []
+    decoder = json.JSONDecoder()
+
+    class Counting(json.JSONDecoder):
+        def raw_decode(self, s: str, idx: int = 0):  # type: ignore[override]
+            parses.append(len(s) - idx)
+            return decoder.raw_decode(s, idx)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(document.json, "JSONDecoder", Counting)
+        found = document.read_document(pieces())
+    assert found is not None and found.text == (message + "\n").encode()
+    assert len(pulled) == len(range(0, len(raw), 1 << 16)) and len(parses) <= 4  # read on by doubling: 1, 2, 4 MiB
+
+
+def test_a_file_export_past_the_pipe_limit_is_still_read_as_a_document(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file is rewound when it turns out not to be a document, so it is parsed up to DOCUMENT_MAX_BYTES; only a
+    pipe's bytes, which must be kept to be read again, stop at the smaller limit."""
+    monkeypatch.setattr("oomkit.logs.reader.UNREWOUND_MAX_BYTES", 200)
+    monkeypatch.setattr("oomkit.logs.reader.BLOCK_BYTES", 64)  # many chunks, so the limit is passed mid-document
+    lines = ["INFO 12-07 10:00:00 [a.py:1] up", "torch.OutOfMemoryError: CUDA out of memory."] * 5
+    path = tmp_path / "export.json"
+    path.write_text(_gcloud(lines), encoding="utf-8")
+    stats = ReadStats()
+    records = list(iter_records([str(path)], stats=stats))
+    assert [record.raw for record in records] == lines and not any("jq -c" in warning for warning in stats.warnings)
+    cut = tmp_path / "cut.json"  # not a document after all (cut mid-entry): rewound and read as text, every line
+    cut.write_text(_gcloud(lines)[:-40], encoding="utf-8")
+    stats = ReadStats()
+    assert len(list(iter_records([str(cut)], stats=stats))) == len(cut.read_text().splitlines())
+    assert stats.bytes == len(cut.read_bytes())
+
+
+@pytest.mark.parametrize("limit_bytes", [200, 1 << 20])
+def test_a_piped_export_is_read_from_the_bytes_kept(tmp_path: Path, limit_bytes: int) -> None:
+    """From a pipe (`kubectl logs ... | oomkit triage -`), under the pipe limit the export reads as its entries; over
+    it, or when it is not a document, as text lines from the bytes kept, none lost."""
+    lines = ["INFO 12-07 10:00:00 [a.py:1] up", "torch.OutOfMemoryError: CUDA out of memory."] * 5
+    code = (
+        "import sys, json; from oomkit.logs import reader, iter_records; "
+        f"reader.UNREWOUND_MAX_BYTES = {limit_bytes}; reader.BLOCK_BYTES = 64; stats = reader.ReadStats(); "
+        "records = list(iter_records(['-'], stats=stats)); "
+        "print(json.dumps([len(records), stats.bytes, any('jq -c' in w for w in stats.warnings)]))"
+    )
+    for text, as_document in ((_gcloud(lines), limit_bytes > 200), (_gcloud(lines)[:-40], False)):
+        out = subprocess.run([sys.executable, "-c", code], input=text, capture_output=True, text=True, check=True)
+        count, read_bytes, warned = json.loads(out.stdout)
+        assert count == (len(lines) if as_document else len(text.splitlines())), out.stderr[-300:]
+        assert read_bytes == len(text.encode()) or as_document
+        assert warned == (limit_bytes == 200)  # both texts are over 200 bytes

@@ -10,6 +10,7 @@ are those of the log as the server printed it."""
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
 from array import array
@@ -19,22 +20,27 @@ from datetime import UTC, datetime
 
 from oomkit.logs.envelope import record_text
 
-# The whole document is parsed in memory: past this size the file is read as text lines (with a warning saying how to
-# export it one entry a line, which is streamed).
-DOCUMENT_MAX_BYTES = 64 << 20
+# A document is parsed as it is read, an entry at a time, but its entries are held until the end (they are put in
+# time order): past this size the file is read as text lines, with a warning saying how to export it one entry a line,
+# which is streamed.
+DOCUMENT_MAX_BYTES = 1 << 30
 # A document's opening: an array of objects (or an empty one), or an object whose first key names its entries.
 OPENING = re.compile(rb"^(?:\xef\xbb\xbf)?\s*(?:\[\s*[{\]]|\{\s*\"[\w@.\-]+\"\s*:)")
-# Where an object document keeps its entries: AWS's "events", an Elasticsearch response's inner "hits".
+# Where an object document keeps its entries: AWS's "events", an Elasticsearch response's inner "hits" (looked for in
+# the document's first HEAD_CHARS: an export's metadata before its entries is short).
 ENTRY_ARRAYS = re.compile(r'"(?:events|hits|entries|logs|records)"\s*:\s*\[')
+HEAD_CHARS = 1 << 20
 TIME_KEYS = ("timestamp", "@timestamp", "time", "ts")
 SPACE = re.compile(r"\s*")
 
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One entry's text lines and its time as seconds (None when it has none)."""
+    """One entry's text (its lines joined by newlines), how many lines it holds, and its time as seconds (None when it
+    has none)."""
 
-    lines: tuple[str, ...]
+    text: str
+    lines: int
     seconds: float | None
 
 
@@ -57,59 +63,122 @@ class Document:
 def decode_document(text: str) -> Document | None:
     """The document's entries as text lines in time order; None when the text is not a JSON document of log
     entries."""
-    entries = _entries(text)
+    return read_document(iter((text.encode("utf-8", "replace"),)))
+
+
+def read_document(chunks: Iterator[bytes]) -> Document | None:
+    """`decode_document` over a file read a chunk at a time: only the entries' text is held, never the whole JSON."""
+    entries = _entries(_Stream(chunks))
     if not entries or not any(entry.lines for entry in entries):
         return None
-    lines = [line for entry in _in_time_order(entries) for line in entry.lines]
-    body = ("\n".join(lines) + "\n").encode("utf-8", "replace")
-    return Document(body, array("q", range(1, len(lines) + 1)), len(entries))
+    ordered = _in_time_order(entries)
+    texts = [entry.text for entry in ordered if entry.lines]
+    count = sum(entry.lines for entry in ordered)
+    body = ("\n".join(texts) + "\n").encode("utf-8", "replace")
+    return Document(body, array("q", range(1, count + 1)), len(entries))
 
 
-def _entries(text: str) -> list[Entry] | None:
-    start = _array_start(text)
-    if start is None:
-        return None
+def _entries(stream: _Stream) -> list[Entry] | None:
     entries: list[Entry] = []
     with_text = 0
     try:
-        for value in _items(text, start):
+        if not stream.open_array():
+            return None
+        for value in stream.values():
             if not isinstance(value, dict):
                 return None  # not a log's entries (a list of numbers or names): read the file as text
             unwrapped = record_text(value)
             with_text += unwrapped is not None
             # An entry whose text is empty is a blank line the server printed: kept, so the numbering is the log's.
             lines = (unwrapped.lines or ("",)) if unwrapped is not None else ()
-            entries.append(Entry(lines, _seconds(value)))
+            entries.append(Entry("\n".join(lines), len(lines), _seconds(value)))
     except (ValueError, IndexError, RecursionError):  # cut short, or nested deeper than the decoder recurses
         return None
     # Most entries hold text (an export may carry a few audit entries): else this is not a log (a config, a report).
     return entries if with_text * 2 >= len(entries) else None
 
 
-def _array_start(text: str) -> int | None:
-    stripped = len(text) - len(text.lstrip("\ufeff \t\r\n"))
-    if text[stripped : stripped + 1] == "[":
-        return stripped
-    found = ENTRY_ARRAYS.search(text)
-    return found.end() - 1 if found else None
+class _Stream:
+    """A document's text, decoded as its bytes arrive; what was parsed is dropped at each refill, so only the entry
+    being parsed and one chunk are held."""
 
+    def __init__(self, chunks: Iterator[bytes]):
+        self.chunks = chunks
+        self.utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+        self.json = json.JSONDecoder()
+        self.text = ""
+        self.pos = 0
+        self.ended = False
 
-def _items(text: str, start: int) -> Iterator[object]:
-    """Each value of the array opening at `start`, one at a time (the JSON decoder's C scanner reads each value; a
-    document cut short raises ValueError)."""
-    decoder = json.JSONDecoder()
-    pos = _skip_space(text, start + 1)
-    if text[pos] == "]":
-        return
-    while True:
-        value, end = decoder.raw_decode(text, pos)
-        yield value
-        pos = _skip_space(text, end)
-        if text[pos] == "]":
+    def more(self, at_least: int = 1) -> None:
+        """At least `at_least` more characters appended (or all that is left: then `ended` is set), what was parsed
+        dropped."""
+        parts = [self.text[self.pos :]]
+        added = 0
+        while added < at_least and not self.ended:
+            chunk = next(self.chunks, None)
+            parts.append(self.utf8.decode(chunk or b"", final=chunk is None))
+            added += len(parts[-1])
+            self.ended = chunk is None
+        self.text = "".join(parts)
+        self.pos = 0
+
+    def open_array(self) -> bool:
+        """Moves past the opening of the entries' array: the document's own "[", or an object's entry key."""
+        while len(self.text) < HEAD_CHARS and not self.ended:
+            self.more()
+        stripped = len(self.text) - len(self.text.lstrip("\ufeff \t\r\n"))
+        if self.text[stripped : stripped + 1] == "[":
+            self.pos = stripped + 1
+            return True
+        found = ENTRY_ARRAYS.search(self.text, 0, HEAD_CHARS)
+        self.pos = found.end() if found else self.pos
+        return found is not None
+
+    def values(self) -> Iterator[object]:
+        """Each value of the array, one at a time (the JSON decoder's C scanner reads each); a document cut short
+        raises ValueError."""
+        if self.peek() == "]":
             return
-        if text[pos] != ",":
-            raise ValueError(f"expected ',' at {pos}")
-        pos = _skip_space(text, pos + 1)
+        while True:
+            yield self.value()
+            mark = self.peek()
+            if mark == "]":
+                return
+            if mark != ",":
+                raise ValueError(f"expected ',' at {self.pos}")
+            self.pos += 1
+            self.peek()  # to the next value's first character: the decoder does not skip white space
+
+    def peek(self) -> str:
+        """The next character that is not white space (refilling as needed); ValueError at the end of the file."""
+        while True:
+            self.pos = _skip_space(self.text, self.pos)
+            if self.pos < len(self.text):
+                return self.text[self.pos]
+            if self.ended:
+                raise ValueError("the document ends before its entries do")
+            self.more()
+
+    def value(self) -> object:
+        while True:
+            try:
+                value, end = self.json.raw_decode(self.text, self.pos)
+            except json.JSONDecodeError as err:
+                if self.ended or not _maybe_cut(err, len(self.text)):
+                    raise
+                # The value runs past what was read: read as much again (a long entry is parsed a few times, not once
+                # a chunk) and parse it again.
+                self.more(at_least=len(self.text) - self.pos)
+                continue
+            self.pos = end
+            return value
+
+
+def _maybe_cut(err: json.JSONDecodeError, held: int) -> bool:
+    """The decoder stopped at the end of what was read (a value that goes on in the next chunk), not at a fault in
+    the middle: a string still open, or a failure within a token's length of the end."""
+    return err.msg.startswith("Unterminated string") or err.pos >= held - 16
 
 
 def _skip_space(text: str, pos: int) -> int:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol, cast
 
 from oomkit.errors import InputError
-from oomkit.logs.document import DOCUMENT_MAX_BYTES, Document, decode_document, looks_like_document
+from oomkit.logs.document import DOCUMENT_MAX_BYTES, Document, looks_like_document, read_document
 from oomkit.logs.envelope import Decoder, is_enveloped
 from oomkit.logs.line import MAX_LINE_CHARS, Record, parse_lines
 
@@ -30,6 +30,9 @@ BLOCK_BYTES = 4 << 20
 # A block of JSON records is held decoded while its records are read, for each rank file at once: smaller blocks keep
 # eight ranks' worth under the RSS goal.
 ENVELOPED_BLOCK_BYTES = 1 << 20
+# A JSON document read from a pipe cannot be read again: its bytes are kept while it is parsed, in case it is not a
+# document after all, up to this size (a file is rewound instead, up to DOCUMENT_MAX_BYTES).
+UNREWOUND_MAX_BYTES = 64 << 20
 SNIFF_BYTES = 8192
 LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ".gz", ""}
 GZIP_MAGIC = b"\x1f\x8b"
@@ -167,6 +170,23 @@ class _Source:
         except (OSError, EOFError, gzip.BadGzipFile) as err:
             self.stats.warnings.append(f"{self.name}: stopped reading early ({err}); analysed what was read")
             return b""
+
+    def rewinds(self) -> bool:
+        """The stream can go back to its start (a file, a .gz); a pipe cannot."""
+        try:
+            return bool(self.fh.seekable())
+        except (OSError, ValueError):
+            return False
+
+    def rewind(self, kept: bytes) -> None:
+        """Read again from the start: the stream goes back, or (a pipe) the bytes kept are read first."""
+        if kept:
+            self.pushed = kept
+            return
+        try:
+            self.fh.seek(0)
+        except (OSError, ValueError, EOFError, gzip.BadGzipFile) as err:
+            self.stats.warnings.append(f"{self.name}: cannot read it again from the start ({err})")
 
     def close(self) -> None:
         if self.fh is not sys.stdin.buffer:
@@ -375,20 +395,34 @@ def _scan_enveloped(src: _Source, key: Key | None, stats: ReadStats, gaps: Gaps 
 
 
 def _read_document(src: _Source, stats: ReadStats) -> Document | None:
-    """A JSON document's entries as text lines in time order (`document.py`); None, with what was read left for the
-    text reader, when the file is not one or is too large to parse whole."""
-    data = src.read(DOCUMENT_MAX_BYTES + 1)
-    decoded = decode_document(data.decode("utf-8", "replace")) if len(data) <= DOCUMENT_MAX_BYTES else None
+    """A JSON document's entries as text lines in time order (`document.py`), parsed as the file is read; None, with
+    the file left for the text reader (rewound, or a pipe's bytes kept), when it is not one or is too large."""
+    rewinds = src.rewinds()
+    limit = DOCUMENT_MAX_BYTES if rewinds else UNREWOUND_MAX_BYTES
+    kept: list[bytes] = []
+    read_bytes = 0
+
+    def chunks() -> Iterator[bytes]:
+        nonlocal read_bytes
+        while chunk := src.read(BLOCK_BYTES):
+            read_bytes += len(chunk)
+            if not rewinds:
+                kept.append(chunk)
+            if read_bytes > limit:
+                return  # the document looks cut short here: it is left to the text reader
+            yield chunk
+
+    decoded = read_document(chunks())
     if decoded is None:
-        if len(data) > DOCUMENT_MAX_BYTES:
+        if read_bytes > limit:
             stats.warnings.append(
-                f"{src.name}: a JSON document over {DOCUMENT_MAX_BYTES >> 20} MiB is read as text lines, not as its "
+                f"{src.name}: a JSON document over {limit >> 20} MiB is read as text lines, not as its "
                 "entries in time order; export one entry a line, oldest first, which oomkit streams "
                 "(`gcloud logging read ... --order=asc --format=json | jq -c '.[]'`, `... | jq -c '.events[]'`)"
             )
-        src.pushed = data
+        src.rewind(b"".join(kept))
         return None
-    stats.bytes += len(data)
+    stats.bytes += read_bytes
     stats.lines += len(decoded.where)
     stats.warnings.append(
         f"{src.name}: read as a JSON export of {decoded.entries} entries, oldest first; its line numbers count the "
