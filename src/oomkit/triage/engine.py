@@ -329,7 +329,9 @@ class Triage:
         # exception line under them: when that line is a worker's answer, the wait the frames end in did not time out.
         answered = {h.pid for h in hits if WORKER_ANSWERED.search(h.evidence.text)}
         for h in hits:
-            if h.rule.cls == "wrapper" and h.context_source != "frames":
+            if h.rule.cls == "wrapper" and (h.context_source != "frames" or self._traceback_after(h)):
+                # placed by the method it names alone when its line was read: the traceback after it (V0's
+                # "Exception in worker ... while processing method M", then M's stack) places it better
                 framed = self._frames_phase(h.pid, msg=h.evidence.text, answered=h.pid in answered)
                 framed = framed or self._elsewhere_phase(h.pid)
                 if framed and (framed != "serving" or h.context_phase is None):

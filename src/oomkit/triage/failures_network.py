@@ -32,7 +32,9 @@ NETWORK_FAILURES: tuple[Failure, ...] = (
     Failure(
         "E-NCCL",
         rx(
-            r"NCCL error|NCCL Error \d+:|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclRemoteError|ncclInvalidUsage|NCCL WARN|DistBackendError|DistNetworkError|Watchdog caught collective operation timeout|Gloo connectFullMesh failed|mlx5dv_reg_dmabuf_mr|ibv_(?:reg_mr|create_qp|modify_qp)|The client socket has (?:failed to connect|timed out)|TCPStore.*(?:timed out|refused)|DistStoreError|Timed out waiting \d+ms for (?:send|recv) operation|Connection closed by peer \[\d|waiting for clients\. \d+/\d+ clients joined"
+            r"NCCL error|NCCL Error \d+:|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclRemoteError|ncclInvalidUsage|NCCL WARN|DistBackendError|DistNetworkError|Watchdog caught collective operation timeout|Gloo connectFullMesh failed|mlx5dv_reg_dmabuf_mr|ibv_(?:reg_mr|create_qp|modify_qp)|The client socket has (?:failed to connect|timed out)|TCPStore.*(?:timed out|refused|is not available)|DistStoreError|Timed out waiting \d+ms for (?:send|recv) operation|Connection closed by peer \[\d|waiting for clients\. \d+/\d+ clients joined"
+            # ("TCPStore is not available": the store cupy's NCCL communicator rendezvoused through, vLLM 0.3's graph
+            # all-reduce, cupyx/distributed/_store.py)
             # c10d's TCPStore client losing its server (torch/csrc/distributed/c10d/Utils.hpp recvBytes)
             r"|Failed to recv, got 0 bytes|recvValue failed on SocketImpl"
             # ProcessGroupNCCL's watchdog printing the Python stack of the collective it found failed or hung (flight

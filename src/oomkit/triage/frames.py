@@ -160,10 +160,14 @@ SERVING_FRAME = rx(
 # would, and counts the same way (serving, unless a start-up frame such as `profile_run` is above it).
 # The request path is serving too: the OpenAI server's request handlers (vllm/entrypoints/openai/serving_*.py; from
 # 0.2x also <endpoint>/serving.py), uvicorn handling an HTTP request (run_asgi), and the engine core taking in a request
-# (V1 core.py preprocess_add_request, add_request): none of them runs before the server is up.
+# (V1 core.py preprocess_add_request, add_request): none of them runs before the server is up. Nor do the tool-call and
+# reasoning parsers (vllm/entrypoints/openai/tool_parsers/ to 0.12, vllm/tool_parsers/ and vllm/reasoning/ after),
+# which read a request's generated text; their managers' modules (abstract_tool_parser.py, abs_reasoning_parsers.py)
+# are not, since the configuration looks a named parser up while it is built.
 SERVING_PATH_FRAME = rx(
     r"worker/model_runner_base\.py::_wrapper$"
     r"|/vllm/entrypoints/openai/(?:\w+/)?serving(?:_\w+)?\.py::"
+    r"|/vllm/(?:entrypoints/openai/)?tool_parsers/(?!abstract_)\w+\.py::|/vllm/reasoning/(?!abs_)\w+\.py::"
     r"|/uvicorn/protocols/http/\w+_impl\.py::run_asgi$"
     r"|/vllm/v1/engine/core\.py::(?:preprocess_add_request|add_request)$"
 )
