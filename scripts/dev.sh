@@ -38,6 +38,10 @@ case "${1:-test}" in
         .venv/bin/ruff format --check src tests benchmarks scripts corpus
         .venv/bin/python -m mypy src/oomkit
         .venv/bin/python corpus/check_corpus.py
+        # V0's source for the frame-path tests (tests/test_triage_frames_source.py), from the package index like every
+        # release the knowledge tables were read from; without the index those tests skip.
+        .venv/bin/python scripts/gen_vllm_knowledge.py --fetch-only --versions 0.6.6.post1 \
+          || echo "test: vLLM 0.6.6's source could not be downloaded; its frame-path tests will skip"
         # The speed benchmark's small case once without RE2 (the fallback a machine without it gets).
         OOMKIT_PREFILTER=re .venv/bin/python benchmarks/triage_speed.py --small --case stats
         exec .venv/bin/python -m pytest "$@" ;;

@@ -3,6 +3,7 @@ newest on the package index, plus the vLLM installed here (the CPU build CI runs
 
     .venv/bin/python scripts/gen_vllm_knowledge.py                    # all releases (~1 GB download once)
     .venv/bin/python scripts/gen_vllm_knowledge.py --check-installed  # exit 1 if the tables are stale
+    .venv/bin/python scripts/gen_vllm_knowledge.py --fetch-only --versions 0.6.6.post1  # a release's source, for tests
 
 Writes src/oomkit/data/vllm_knowledge/{messages,frames}.json.gz: each logger call and raise turned
 into a pattern with its level or exception, the function that prints it ("module:function"), its
@@ -179,9 +180,14 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "oomkit" / "vllm-src")
     ap.add_argument("--versions", nargs="*", help="default: the newest patch of every minor from 0.6 on")
     ap.add_argument("--check-installed", action="store_true")
+    ap.add_argument("--fetch-only", action="store_true", help="download --versions' source to --cache, write nothing")
     args = ap.parse_args()
     if args.check_installed:
         raise SystemExit(check_installed())
+    if args.fetch_only:
+        for version in args.versions or []:
+            print(f"vLLM {version}: source in {fetch_source(version, args.cache)[0]}")
+        return
     tables = generate(args.cache, args.versions or release_versions())
     write(tables)
     print(f"wrote {len(tables['messages'])} message rows and {len(tables['frames'])} frame rows to {OUT}")
