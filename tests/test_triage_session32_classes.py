@@ -3,8 +3,9 @@ determine_num_available_blocks.") names the method the worker ran, which placed 
 traceback printed after it, even cut before its exception, now places it (a collective inside the profile run is the
 network). cupy's NCCL store refusing ("TCPStore is not available", vLLM 0.3's graph all-reduce) is the network. A
 traceback through a tool-call or reasoning parser (which read a request's generated text) is serving, while their
-managers' look-up of a named parser runs when the configuration is built. Each case reads otherwise at the session's
-starting code."""
+managers' look-up of a named parser runs when the configuration is built. A check that vLLM's source raises only in a
+quantization or fused-MoE method's constructor is model building (weight loading), only in its `apply` the profile
+run's first forward. Each case reads otherwise at the session's starting code."""
 
 from pathlib import Path
 
@@ -60,3 +61,20 @@ def test_a_parser_managers_look_up_is_not_serving() -> None:
     assert not is_serving_frame(f"{SITE}/vllm/tool_parsers/abstract_tool_parser.py::get_tool_parser")
     assert is_serving_frame(f"{SITE}/vllm/reasoning/deepseek_r1_reasoning_parser.py::extract_reasoning")
     assert is_serving_frame(f"{SITE}/vllm/entrypoints/openai/tool_parsers/hermes_tool_parser.py::extract_tool_calls")
+
+
+@pytest.mark.parametrize(
+    ("line", "phase"),
+    [
+        # CompressedTensorsWNA16MoEMethod.__init__: the method object is made while the layer is built
+        ("AssertionError: Only symmetric quantization is supported for MoE\n", "weight_loading"),
+        # AWQMarlinMoEMethod.apply and its kin: the layer's forward, first run by the profile run
+        ("AssertionError: Only SiLU activation is supported.\n", "memory_profiling"),
+    ],
+)
+def test_a_quantization_methods_check_is_placed_by_the_method_that_raises_it(
+    line: str, phase: str, tmp_path: Path
+) -> None:
+    """vLLM's source raises these only in a quantization or fused-MoE method's constructor or its `apply`; a log that
+    is only that line is placed there (low)."""
+    checked_verdict(phase, Case(line, phase, False, "low"), tmp_path)

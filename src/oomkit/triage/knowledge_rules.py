@@ -235,8 +235,24 @@ def _package_phase(row: MessageRow) -> str | None:
     package that is a phase (`MODULE_PHASES`: vllm/model_executor/model_loader is weight loading,
     vllm/distributed the network): the package places it, as it places a frame there."""
     module, _, qualified = row.source.partition(":")
-    phase = module_phase(f"/{module}::{qualified.rsplit('.', 1)[-1]}")
+    phase = module_phase(f"/{module}::{qualified.rsplit('.', 1)[-1]}") or _layer_method_phase(module, qualified)
     return phase if phase in STARTUP_PHASES else None
+
+
+# A quantization or fused-MoE method object is made for each layer while the model is built (a layer's
+# `quant_method = quant_config.get_quant_method(self, prefix)`); its `apply` runs the layer's forward, which start-up
+# first runs in the profile run (V1 `profile_run`, V0 `determine_num_available_blocks`): a check there that a
+# setting or checkpoint fails fails then, before any request.
+LAYER_METHOD_BUILT = re.compile(r"^\w*Method\.(?:__init__|create_weights|process_weights_after_loading)$")
+LAYER_METHOD_RUN = re.compile(r"^\w*Method\.apply\w*$")
+
+
+def _layer_method_phase(module: str, qualified: str) -> str | None:
+    if not module.startswith("vllm/model_executor/layers/"):
+        return None
+    if LAYER_METHOD_BUILT.match(qualified):
+        return "weight_loading"
+    return "memory_profiling" if LAYER_METHOD_RUN.match(qualified) else None
 
 
 def module_phase(where: str) -> str | None:
