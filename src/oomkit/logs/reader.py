@@ -179,8 +179,8 @@ class _Source:
             return False
 
     def rewind(self, kept: bytes) -> None:
-        """Read again from the start: the stream goes back, or (a pipe) the bytes kept are read first."""
-        if kept:
+        """Read again from the start: a pipe's bytes kept are read first; a file goes back to its start."""
+        if not self.rewinds():
             self.pushed = kept
             return
         try:
