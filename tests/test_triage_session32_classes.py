@@ -44,6 +44,15 @@ CASES = {
         "not_oom_other",
         False,
     ),
+    # vLLM's source raises these only in a quantization or fused-MoE method's constructor
+    # (CompressedTensorsWNA16MoEMethod.__init__: made while the layer is built) or its `apply` (AWQMarlinMoEMethod.apply
+    # and its kin: the layer's forward, first run by the profile run); a log that is only that line is placed there
+    "a_quantization_methods_constructor_check_is_weight_loading": Case(
+        "AssertionError: Only symmetric quantization is supported for MoE\n", "weight_loading", False, "low"
+    ),
+    "a_quantization_methods_apply_check_is_the_profile_run": Case(
+        "AssertionError: Only SiLU activation is supported.\n", "memory_profiling", False, "low"
+    ),
 }
 
 
@@ -61,20 +70,3 @@ def test_a_parser_managers_look_up_is_not_serving() -> None:
     assert not is_serving_frame(f"{SITE}/vllm/tool_parsers/abstract_tool_parser.py::get_tool_parser")
     assert is_serving_frame(f"{SITE}/vllm/reasoning/deepseek_r1_reasoning_parser.py::extract_reasoning")
     assert is_serving_frame(f"{SITE}/vllm/entrypoints/openai/tool_parsers/hermes_tool_parser.py::extract_tool_calls")
-
-
-@pytest.mark.parametrize(
-    ("line", "phase"),
-    [
-        # CompressedTensorsWNA16MoEMethod.__init__: the method object is made while the layer is built
-        ("AssertionError: Only symmetric quantization is supported for MoE\n", "weight_loading"),
-        # AWQMarlinMoEMethod.apply and its kin: the layer's forward, first run by the profile run
-        ("AssertionError: Only SiLU activation is supported.\n", "memory_profiling"),
-    ],
-)
-def test_a_quantization_methods_check_is_placed_by_the_method_that_raises_it(
-    line: str, phase: str, tmp_path: Path
-) -> None:
-    """vLLM's source raises these only in a quantization or fused-MoE method's constructor or its `apply`; a log that
-    is only that line is placed there (low)."""
-    checked_verdict(phase, Case(line, phase, False, "low"), tmp_path)
